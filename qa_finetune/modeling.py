@@ -1,0 +1,138 @@
+"""TensorFlow model loading: the first module in the import graph that imports TensorFlow."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import tensorflow as tf
+
+from qa_finetune.errors import QAFinetuneError
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(QAFinetuneError):
+    """The model directory cannot become a TensorFlow question-answering model."""
+
+
+def has_gpu() -> bool:
+    """True when TensorFlow sees at least one GPU."""
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def configure_precision(mode: str) -> str:
+    """Set the Keras global policy; must run before any model is built.
+
+    ``auto`` means mixed_float16 on a GPU (tensor cores) and float32 elsewhere, where float16
+    is slower and less accurate.
+    """
+    import tf_keras
+
+    use_mixed = mode == "on" or (mode == "auto" and has_gpu())
+    policy = "mixed_float16" if use_mixed else "float32"
+    tf_keras.mixed_precision.set_global_policy(policy)
+    return policy
+
+
+def _is_pytorch_safetensors(path: Path) -> bool:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as handle:
+        metadata = handle.metadata() or {}
+    return metadata.get("format", "pt") == "pt"
+
+
+def _from_pytorch_safetensors(model_dir: Path, config: Any) -> Any:
+    """Build the TF model and copy PyTorch safetensors weights in, without torch.
+
+    transformers 4.57's own TF loader fails on PyTorch-only safetensors; reading the tensors
+    with ``safetensors.numpy`` and using its PyTorch-to-TF weight loader works.
+    """
+    from safetensors.numpy import load_file
+    from transformers import TFAutoModelForQuestionAnswering
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+
+    model = TFAutoModelForQuestionAnswering.from_config(config)
+    state_dict = load_file(str(model_dir / "model.safetensors"))
+    _, info = load_pytorch_state_dict_in_tf2_model(
+        model, state_dict, allow_missing_keys=True, output_loading_info=True
+    )
+    # Only the fresh QA head may be missing; a missing encoder weight means a wrong checkpoint.
+    missing = [k for k in info["missing_keys"] if "qa_outputs" not in k]
+    if missing:
+        raise ModelLoadError(
+            f"{model_dir}/model.safetensors lacks {len(missing)} encoder weights "
+            f"(first: {missing[0]}); is it a checkpoint of this architecture?"
+        )
+    return model
+
+
+def load_qa_model(model_dir: Path) -> Any:
+    """Load ``TFAutoModelForQuestionAnswering`` from a local directory.
+
+    TF weights (``tf_model.h5``) load directly; PyTorch-only safetensors are converted in
+    memory. The QA head is freshly initialised when the checkpoint has none.
+    """
+    from transformers import AutoConfig, TFAutoModelForQuestionAnswering
+
+    try:
+        config = AutoConfig.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"{model_dir}/config.json is unreadable: {exc}".split("\n")[0]
+        ) from exc
+    supported = TFAutoModelForQuestionAnswering._model_mapping  # config class -> TF QA class
+    if type(config) not in supported:
+        raise ModelLoadError(
+            f"model type '{config.model_type}' has no TensorFlow question-answering head; "
+            "use an encoder such as BERT, RoBERTa, DistilBERT, ALBERT or ELECTRA"
+        )
+    tf_weights = model_dir / "tf_model.h5"
+    safetensors = model_dir / "model.safetensors"
+    try:
+        if tf_weights.is_file() or (
+            safetensors.is_file() and not _is_pytorch_safetensors(safetensors)
+        ):
+            return TFAutoModelForQuestionAnswering.from_pretrained(str(model_dir), config=config)
+        if safetensors.is_file():
+            return _from_pytorch_safetensors(model_dir, config)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"cannot load the weights in {model_dir}: {exc}".split("\n")[0]
+        ) from exc
+    if (model_dir / "pytorch_model.bin").is_file():
+        raise ModelLoadError(
+            f"{model_dir} only has pytorch_model.bin, which needs torch to read: convert it to "
+            "model.safetensors or tf_model.h5"
+        )
+    raise ModelLoadError(f"{model_dir} has no weights (tf_model.h5 or model.safetensors)")
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """The ``tf.distribute`` strategy for a config name; ``auto`` mirrors over several GPUs."""
+    if name == "auto":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.MirroredStrategy() if len(gpus) > 1 else tf.distribute.get_strategy()
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        # Reads the cluster from the TF_CONFIG environment variable on every worker.
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        except (ValueError, tf.errors.NotFoundError) as exc:
+            raise QAFinetuneError(
+                f"no TPU found ({exc}); run on a TPU host or set train.strategy=auto"
+            ) from exc
+        return tf.distribute.TPUStrategy(resolver)
+    raise QAFinetuneError(f"unknown strategy {name!r}")

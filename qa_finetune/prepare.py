@@ -1,0 +1,202 @@
+"""``prepare``: load and validate data, build the features once and cache them by fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qa_finetune import __version__
+from qa_finetune.config import Config
+from qa_finetune.data import LoadedData, load_data
+from qa_finetune.metrics import normalize_answer
+from qa_finetune.model_ref import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
+from qa_finetune.preprocess import (
+    WindowSpec,
+    prepare_eval_features,
+    prepare_train_features,
+    window_spec,
+)
+
+# Bump when the feature layout changes, so old caches are rebuilt.
+FEATURE_FORMAT = 1
+MAP_BATCH_SIZE = 1000
+
+
+@dataclass
+class PreparedData:
+    """Cached features, the examples they came from, and the prepare report."""
+
+    train: Any  # datasets.Dataset of training windows
+    validation: Any  # datasets.Dataset of evaluation windows (offsets, example_id, labels)
+    validation_examples: Any  # datasets.Dataset of the validated validation examples
+    report: dict[str, Any]
+    cache_dir: Path
+    fingerprint: str
+    reused: bool
+    model_dir: Path
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_fingerprint(config: Config, model_dir: Path, spec: WindowSpec) -> str:
+    """Hash of everything the features depend on: data, tokenizer and settings."""
+    data = config.data
+    parts: dict[str, Any] = {
+        "format": FEATURE_FORMAT,
+        "data": {k: v for k, v in vars(data).items() if k not in ("train_file", "validation_file")},
+        "train_file": _file_digest(data.train_file) if data.train_file else None,
+        "validation_file": _file_digest(data.validation_file) if data.validation_file else None,
+        "tokenizer": tokenizer_fingerprint(model_dir),
+        "max_length": spec.max_length,
+        "stride": spec.stride,
+        "question_first": spec.question_first,
+        "seed": config.train.seed,  # decides the held-out validation paragraphs
+    }
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def features_root(config: Config) -> Path:
+    return Path(config.train.output_dir) / "features"
+
+
+def _percentiles(values: np.ndarray) -> dict[str, int]:
+    if not len(values):
+        return {}
+    points = np.percentile(values, [50, 90, 99]).round().astype(int)
+    return {"p50": int(points[0]), "p90": int(points[1]), "p99": int(points[2]), "max": int(values.max())}
+
+
+def _summarise(
+    loaded: LoadedData, train: Any, validation: Any, spec: WindowSpec, fingerprint: str
+) -> dict[str, Any]:
+    """Counts for the prepare report, including how well labels match the gold answers."""
+    starts = np.asarray(train["start_positions"])
+    label_text = train["label_text"]
+    gold_texts = train["gold_texts"]
+    example_ids = train["example_id"]
+    labelled = [i for i, text in enumerate(label_text) if text]
+    matches = sum(
+        normalize_answer(label_text[i]) in {normalize_answer(g) for g in gold_texts[i]}
+        for i in labelled
+    )
+    answerable = sum(1 for a in loaded.splits["train"]["answers"] if a["text"])
+    found = len({example_ids[i] for i in labelled})
+    train_lengths = np.array([len(ids) for ids in train["input_ids"]])
+    n_train = len(loaded.splits["train"])
+    n_val = len(loaded.splits["validation"]) if "validation" in loaded.splits else 0
+    return {
+        "fingerprint": fingerprint,
+        "qa_finetune_version": __version__,
+        "sources": loaded.sources,
+        "max_length": spec.max_length,
+        "stride": spec.stride,
+        "train": {
+            "examples": n_train,
+            "features": len(train),
+            "windows_per_example": round(len(train) / max(n_train, 1), 3),
+            "answerable_examples": answerable,
+            "answers_found": found,
+            "answers_lost_to_truncation": answerable - found,
+            "windows_with_answer": len(labelled),
+            "label_text_matches": matches,
+            "label_match_rate": round(matches / max(len(labelled), 1), 6),
+            "window_tokens": _percentiles(train_lengths),
+            **{k: v for k, v in loaded.reports["train"].to_dict().items() if k != "examples_kept"},
+        },
+        "validation": {
+            "examples": n_val,
+            "features": len(validation) if validation is not None else 0,
+            **(
+                loaded.reports["validation"].to_dict()
+                if "validation" in loaded.reports
+                else {"note": loaded.sources.get("validation", "none")}
+            ),
+        },
+    }
+
+
+def _build(config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec) -> tuple[Any, Any]:
+    splits = loaded.splits
+    common = {"batched": True, "batch_size": MAP_BATCH_SIZE, "num_proc": config.preprocess.num_proc}
+    train = splits["train"].map(
+        prepare_train_features,
+        fn_kwargs={"tokenizer": tokenizer, "spec": spec},
+        remove_columns=splits["train"].column_names,
+        desc="Train windows",
+        **common,
+    )
+    validation = None
+    if "validation" in splits:
+        validation = splits["validation"].map(
+            prepare_eval_features,
+            fn_kwargs={"tokenizer": tokenizer, "spec": spec},
+            remove_columns=splits["validation"].column_names,
+            desc="Validation windows",
+            **common,
+        )
+    return train, validation
+
+
+def _write_atomically(target: Path, parts: dict[str, Any], report: dict[str, Any]) -> None:
+    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache."""
+    staging = target.with_name(target.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name, dataset in parts.items():
+        if dataset is not None:
+            dataset.save_to_disk(str(staging / name))
+    (staging / "prepare_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+
+
+def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
+    from datasets import load_from_disk
+
+    def optional(name: str) -> Any:
+        path = cache_dir / name
+        return load_from_disk(str(path)) if path.exists() else None
+
+    report = json.loads((cache_dir / "prepare_report.json").read_text(encoding="utf-8"))
+    return optional("train"), optional("validation"), optional("validation_examples"), report
+
+
+def prepare(config: Config, force: bool = False) -> PreparedData:
+    """Build (or reuse) the features for ``config`` and return them with their report."""
+    model_dir = resolve_model_dir(config.model.name_or_path, config.model.revision)
+    tokenizer = load_tokenizer(model_dir)
+    spec = window_spec(tokenizer, config.preprocess.max_length, config.preprocess.stride)
+    fingerprint = data_fingerprint(config, model_dir, spec)
+    cache_dir = features_root(config) / fingerprint
+    if not force and (cache_dir / "prepare_report.json").is_file():
+        train, validation, validation_examples, report = _load_cached(cache_dir)
+        return PreparedData(
+            train, validation, validation_examples, report, cache_dir, fingerprint, True, model_dir
+        )
+    loaded = load_data(config.data, seed=config.train.seed)
+    train, validation = _build(config, loaded, tokenizer, spec)
+    report = _summarise(loaded, train, validation, spec, fingerprint)
+    train = train.remove_columns(["label_text", "gold_texts"])
+    validation_examples = loaded.splits["validation"] if "validation" in loaded.splits else None
+    _write_atomically(
+        cache_dir,
+        {"train": train, "validation": validation, "validation_examples": validation_examples},
+        report,
+    )
+    train, validation, validation_examples, report = _load_cached(cache_dir)
+    return PreparedData(
+        train, validation, validation_examples, report, cache_dir, fingerprint, False, model_dir
+    )

