@@ -1,0 +1,294 @@
+"""Publish a run directory to the Hugging Face Hub as a model repository.
+
+The upload folder is staged first (model files at the repository root, the model card as
+README.md, evaluation outputs under ``eval/``, the training record under ``training/``), so a
+dry run shows exactly what a real push would send, and the real push is one commit of that
+folder. The run directory itself is only read.
+
+The token is a secret: it is passed to the client and nowhere else. It never goes into the
+staged files, the result, log messages or error text (any message is scrubbed of it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import yaml
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.model_card import build_model_card
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+# Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.
+WEIGHT_FILES = ("tf_model.h5", "*.safetensors", "tf_model.h5.index.json")
+# At least one of these must sit next to the weights for the repo to be usable.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+# The training record that goes under training/ (checkpoints/ and features/ never do).
+TRAINING_FILES = ("config.yaml", "metrics.json", "history.csv", "curves.png")
+
+# namespace/name, as the Hub accepts them: letters, digits, "-", "_", ".", at most 96 chars.
+_PART = r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9_])?"
+_REPO_ID = re.compile(rf"^{_PART}/{_PART}$")
+
+
+@dataclass
+class PushResult:
+    """What was (or, in a dry run, would be) pushed."""
+
+    url: str | None  # repository page; None in a dry run
+    files: list[str]  # paths in the repository, sorted
+    staging_dir: Path  # the staged folder; removed after a real push into a temporary one
+    card: str  # the README.md text
+    commit_url: str | None = None
+
+
+def _scrub(text: str, token: str | None) -> str:
+    """``text`` with the token replaced, on one line."""
+    if token:
+        text = text.replace(token, "***")
+    return " ".join(text.split())
+
+
+def check_run_dir(run_dir: Path) -> Path:
+    """The ``model/`` folder of ``run_dir``, after checking it holds a loadable model."""
+    model_dir = run_dir / "model"
+    hint = "train one with `qa-finetune train` first"
+    if not run_dir.is_dir():
+        raise QAFinetuneError(f"run directory {run_dir} does not exist: {hint}")
+    if not (model_dir / "config.json").is_file():
+        raise QAFinetuneError(f"run directory {run_dir} has no model (model/config.json): {hint}")
+    if not any(p.is_file() for pattern in WEIGHT_FILES for p in model_dir.glob(pattern)):
+        raise QAFinetuneError(
+            f"run directory {run_dir} has no model weights (model/tf_model.h5 or "
+            f"model/*.safetensors): {hint}"
+        )
+    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise QAFinetuneError(
+            f"run directory {run_dir} has no tokenizer files in model/ "
+            f"(tokenizer.json, tokenizer_config.json, vocab.txt, ...): {hint}"
+        )
+    return model_dir
+
+
+def check_repo_id(repo_id: str) -> str:
+    """``repo_id`` if it has the ``namespace/name`` form the Hub accepts."""
+    ok = (
+        _REPO_ID.match(repo_id) is not None
+        and len(repo_id.partition("/")[2]) <= 96
+        and ".." not in repo_id
+        and "--" not in repo_id
+    )
+    if not ok:
+        raise QAFinetuneError(
+            f"invalid repo id {repo_id!r}: use namespace/name, e.g. your-username/minilm-squad "
+            "(letters, digits, '-', '_', '.')"
+        )
+    return repo_id
+
+
+def _copy_files(source: Path, target: Path) -> None:
+    """Copy every file under ``source`` into ``target``, keeping relative paths."""
+    for path in sorted(source.rglob("*")):
+        if path.is_file():
+            destination = target / path.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, destination)
+
+
+def _is_previous_staging(folder: Path) -> bool:
+    """Whether ``folder`` is an upload folder staged earlier (its card carries our tag)."""
+    try:
+        text = (folder / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    front, sep, _ = text.removeprefix("---\n").partition("\n---\n")
+    if not text.startswith("---\n") or not sep:
+        return False
+    try:
+        meta = yaml.safe_load(front)
+    except yaml.YAMLError:
+        return False
+    return isinstance(meta, dict) and "qa-finetune" in (meta.get("tags") or [])
+
+
+def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], str]:
+    """Fill ``staging_dir`` with the upload folder; return its files and the card.
+
+    A folder staged by an earlier dry run is replaced; any other non-empty folder is an error.
+    """
+    model_dir = check_run_dir(run_dir)
+    if staging_dir.exists() and (not staging_dir.is_dir() or any(staging_dir.iterdir())):
+        if not (staging_dir.is_dir() and _is_previous_staging(staging_dir)):
+            raise QAFinetuneError(
+                f"staging directory {staging_dir} is not empty: pass a new or empty directory"
+            )
+        shutil.rmtree(staging_dir)
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    _copy_files(model_dir, staging_dir)
+    if (run_dir / "eval").is_dir():
+        _copy_files(run_dir / "eval", staging_dir / "eval")
+    for name in TRAINING_FILES:
+        if (run_dir / name).is_file():
+            (staging_dir / "training").mkdir(exist_ok=True)
+            shutil.copy2(run_dir / name, staging_dir / "training" / name)
+    card = build_model_card(run_dir, repo_id)
+    # Written last so that it replaces any README.md that came with the model files.
+    (staging_dir / "README.md").write_text(card, encoding="utf-8")
+    files = sorted(
+        p.relative_to(staging_dir).as_posix() for p in staging_dir.rglob("*") if p.is_file()
+    )
+    return files, card
+
+
+def resolve_token(token: str | None) -> str:
+    """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``."""
+    if token:
+        return token
+    if os.environ.get("HF_TOKEN"):
+        return os.environ["HF_TOKEN"]
+    import huggingface_hub
+
+    cached = huggingface_hub.get_token()
+    if cached:
+        return cached
+    raise QAFinetuneError("no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN")
+
+
+def hub_endpoint() -> str:
+    """The Hub URL: ``HF_ENDPOINT`` (a mirror or a local stand-in) or huggingface.co."""
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def _explain(exc: BaseException, repo_id: str, endpoint: str, token: str) -> QAFinetuneError:
+    """A one-line, token-free error for a failed Hub call."""
+    import requests
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    # The client wraps some failures (LFS uploads) in RuntimeError: look down the chain.
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for error in chain:
+        if isinstance(error, OfflineModeIsEnabled):
+            return QAFinetuneError("HF_HUB_OFFLINE is set: unset it to push, or use --dry-run")
+        # HTTPError is an OSError too: an answer from the server is checked first.
+        if isinstance(error, requests.HTTPError) and error.response is not None:
+            status = error.response.status_code
+            if status == 401:
+                return QAFinetuneError(
+                    f"the Hub at {endpoint} rejected the token (401 unauthorised): it is invalid "
+                    "or expired; create a write token at https://huggingface.co/settings/tokens "
+                    "and run `huggingface-cli login` or set HF_TOKEN"
+                )
+            if status == 403:
+                return QAFinetuneError(
+                    f"no write access to {repo_id} (403 forbidden): the repo belongs to someone "
+                    "else or the token is read-only; push to your own namespace "
+                    "(your-username/name) or use a token with write access"
+                )
+            server = getattr(error, "server_message", None) or str(error).partition("\n")[0]
+            return QAFinetuneError(
+                _scrub(f"the Hub refused the push to {repo_id} (HTTP {status}): {server}", token)
+            )
+        if isinstance(error, (requests.ConnectionError, requests.Timeout, OSError)):
+            return QAFinetuneError(
+                f"cannot reach the Hub at {endpoint}: check the network or use --dry-run"
+            )
+    return QAFinetuneError(_scrub(f"push to {repo_id} failed: {type(exc).__name__}: {exc}", token))
+
+
+def _upload(
+    staging_dir: Path,
+    repo_id: str,
+    *,
+    token: str,
+    endpoint: str,
+    private: bool,
+    revision: str | None,
+    commit_message: str,
+) -> tuple[str, str | None]:
+    """Create the repo (and branch), commit the staged folder; return (repo URL, commit URL)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=endpoint, token=token)
+    repo_url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    if revision and revision != "main":
+        api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)
+    commit = api.upload_folder(
+        folder_path=staging_dir,
+        repo_id=repo_id,
+        repo_type="model",
+        revision=revision,
+        commit_message=commit_message,
+    )
+    url = str(repo_url).rstrip("/")
+    if revision and revision != "main":
+        url = f"{url}/tree/{quote(revision, safe='')}"
+    return url, commit.commit_url
+
+
+def push_run(
+    run_dir: Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    token: str | None = None,
+    dry_run: bool = False,
+    staging_dir: Path | None = None,
+) -> PushResult:
+    """Stage ``run_dir`` as a model repo and, unless ``dry_run``, push it as one commit.
+
+    Without ``staging_dir`` the folder is staged in a temporary directory, which a dry run
+    keeps (its path is in the result) and a real push removes afterwards. ``private`` only
+    applies when the repo is created; an existing repo keeps its visibility.
+    """
+    run_dir = Path(run_dir)
+    check_run_dir(run_dir)
+    check_repo_id(repo_id)
+    temporary = staging_dir is None
+    folder = Path(tempfile.mkdtemp(prefix="qa-finetune-push-")) if temporary else Path(staging_dir)
+    keep = False
+    try:
+        files, card = stage(run_dir, repo_id, folder)
+        if dry_run:
+            keep = True
+            return PushResult(url=None, files=files, staging_dir=folder, card=card)
+        secret = resolve_token(token)
+        endpoint = hub_endpoint()
+        message = commit_message or f"Upload {run_dir.name} with qa-finetune"
+        try:
+            url, commit_url = _upload(
+                folder,
+                repo_id,
+                token=secret,
+                endpoint=endpoint,
+                private=private,
+                revision=revision,
+                commit_message=message,
+            )
+        except Exception as exc:
+            # `from None`: the original traceback may hold the token in a frame's locals.
+            raise _explain(exc, repo_id, endpoint, secret) from None
+        return PushResult(
+            url=url, files=files, staging_dir=folder, card=card, commit_url=commit_url
+        )
+    finally:
+        if temporary and not keep:
+            shutil.rmtree(folder, ignore_errors=True)
