@@ -117,6 +117,8 @@ class TrainConfig:
     # Windows of similar length are batched together so that padding stays small.
     length_bucketing: bool = True
     eval_every_steps: int | None = None
+    # Optimizer steps between checkpoints (also saved at every epoch end); null = epochs only.
+    checkpoint_every_steps: int | None = 500
     early_stopping_patience: int | None = None
     max_steps: int | None = None
     run_name: str | None = None
@@ -154,7 +156,12 @@ class TrainConfig:
             "train.strategy",
             f"must be auto, default, mirrored, multi_worker or tpu, got {self.strategy!r}",
         )
-        for key in ("eval_every_steps", "early_stopping_patience", "max_steps"):
+        for key in (
+            "eval_every_steps",
+            "checkpoint_every_steps",
+            "early_stopping_patience",
+            "max_steps",
+        ):
             value = getattr(self, key)
             _check(
                 value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"

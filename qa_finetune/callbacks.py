@@ -1,0 +1,68 @@
+"""Keras callbacks for training: validation with real SQuAD scores, checkpoints, NaN guard."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import tf_keras
+
+
+class NanGuard(tf_keras.callbacks.Callback):
+    """Stop at the first non-finite loss and remember the step, for a useful message."""
+
+    def __init__(self, step: Callable[[], int]) -> None:
+        super().__init__()
+        self._step = step
+        self.bad_step: int | None = None
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.bad_step = self._step()
+            self.model.stop_training = True
+
+
+class StepHooks(tf_keras.callbacks.Callback):
+    """Run checkpointing and validation every N optimizer steps and at every epoch end."""
+
+    def __init__(
+        self,
+        step: Callable[[], int],
+        *,
+        save: Callable[[int], None],
+        validate: Callable[[int, float], bool],
+        checkpoint_every: int | None,
+        evaluate_every: int | None,
+        steps_per_epoch: int,
+    ) -> None:
+        super().__init__()
+        self._step = step
+        self._save = save
+        self._validate = validate
+        self._checkpoint_every = checkpoint_every
+        self._evaluate_every = evaluate_every
+        self._steps_per_epoch = steps_per_epoch
+        self.last_loss: float | None = None
+        self.started = time.time()
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.last_loss = float((logs or {}).get("loss", float("nan")))
+        step = self._step()
+        if self._evaluate_every and step % self._evaluate_every == 0:
+            if self._validate(step, self.last_loss):
+                self.model.stop_training = True
+        if self._checkpoint_every and step % self._checkpoint_every == 0:
+            self._save(step)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.model.stop_training:
+            return
+        step = self._step()
+        loss = float((logs or {}).get("loss", self.last_loss or float("nan")))
+        already = self._evaluate_every and step % self._evaluate_every == 0
+        if not already and self._validate(step, loss):
+            self.model.stop_training = True
+        self._save(step)

@@ -1,0 +1,126 @@
+"""The self-describing run directory: where it is, and writing its files safely."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.config import Config
+from qa_finetune.errors import QAFinetuneError
+
+CHECKPOINT_DIR = "checkpoints"
+MODEL_DIR = "model"
+
+
+def run_directory(config: Config) -> Path:
+    """``<output_dir>/<run_name>``, the name defaulting to a timestamp."""
+    name = config.train.run_name or datetime.now().strftime("run-%Y%m%d-%H%M%S")
+    return Path(config.train.output_dir) / name
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return (run_dir / CHECKPOINT_DIR / "checkpoint").is_file()
+
+
+def claim_run_directory(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Create the run directory, refusing to clobber an existing one by accident."""
+    if resume:
+        if not has_checkpoint(run_dir):
+            raise QAFinetuneError(
+                f"nothing to resume in {run_dir}: no checkpoint (start it without --resume)"
+            )
+        return
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise QAFinetuneError(
+                f"run directory {run_dir} exists: pass --overwrite to replace it, --resume to "
+                "continue it, or choose another --run-name"
+            )
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write beside the target, then rename: readers never see half a file."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+def write_json(path: Path, values: Any) -> None:
+    write_text_atomic(path, json.dumps(values, indent=2, default=str) + "\n")
+
+
+def save_model_atomic(model: Any, tokenizer: Any, run_dir: Path) -> Path:
+    """``save_pretrained`` into ``model.tmp/``, then swap it in for ``model/``."""
+    target = run_dir / MODEL_DIR
+    staging = run_dir / f"{MODEL_DIR}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    previous = run_dir / f"{MODEL_DIR}.old"
+    shutil.rmtree(previous, ignore_errors=True)
+    if target.exists():
+        target.rename(previous)
+    staging.rename(target)
+    shutil.rmtree(previous, ignore_errors=True)
+    return target
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment(device: str, seed: int, fingerprint: str, precision: str) -> dict[str, Any]:
+    """What is needed to reproduce a run: versions, device, seed and the data fingerprint."""
+    packages = ["qa-finetune", "tensorflow", "tf-keras", "transformers", "datasets", "tokenizers"]
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": {name: _version(name) for name in packages},
+        "device": device,
+        "precision": precision,
+        "seed": seed,
+        "data_fingerprint": fingerprint,
+        "created": datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def plot_curves(history: list[dict[str, Any]], path: Path) -> None:
+    """Loss and EM/F1 per evaluation, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not history:
+        return
+    x = [row["epoch"] for row in history]
+    figure, (loss_axis, score_axis) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label in (("loss", "train loss"), ("eval_loss", "validation loss")):
+        values = [row.get(key) for row in history]
+        if any(v is not None for v in values):
+            loss_axis.plot(x, values, marker="o", label=label)
+    loss_axis.set_xlabel("epoch")
+    loss_axis.set_title("Loss")
+    loss_axis.legend()
+    for key, label in (("exact_match", "EM"), ("f1", "F1")):
+        values = [row.get(key) for row in history]
+        if any(v is not None for v in values):
+            score_axis.plot(x, values, marker="o", label=label)
+    score_axis.set_xlabel("epoch")
+    score_axis.set_ylim(0, 100)
+    score_axis.set_title("Validation EM / F1")
+    score_axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

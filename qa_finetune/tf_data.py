@@ -1,0 +1,70 @@
+"""Cached Arrow features -> ``tf.data`` batches padded to their own longest window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from qa_finetune.batching import bucketed_order
+
+LABEL_COLUMNS = ["start_positions", "end_positions"]
+
+
+def input_columns(features: Any) -> list[str]:
+    """Model input columns present in the features."""
+    wanted = ("input_ids", "attention_mask", "token_type_ids")
+    return [c for c in wanted if c in features.column_names]
+
+
+def window_lengths(features: Any) -> np.ndarray:
+    """Token count of every window (no padding is stored in the cache)."""
+    import pyarrow.compute as pc
+
+    # Arrow knows list lengths from its offsets: no token ids are converted to Python.
+    column = features.with_format("arrow")[:]["input_ids"]
+    return pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def pad_multiple(jit_compile: bool) -> int:
+    """XLA recompiles for every new shape, so it gets coarse buckets; otherwise multiples of 8."""
+    return 64 if jit_compile else 8
+
+
+def make_dataset(
+    features: Any,
+    tokenizer: Any,
+    batch_size: int,
+    *,
+    seed: int | None,
+    bucketing: bool = True,
+    labels: bool = True,
+    pad_to_multiple_of: int = 8,
+    fixed_length: int | None = None,
+) -> tf.data.Dataset:
+    """A ``to_tf_dataset`` pipeline; ``seed=None`` keeps the stored order (evaluation).
+
+    ``fixed_length`` pads every window to that length instead: the original recipe's loader,
+    kept for benchmarks.
+    """
+    from transformers import DataCollatorWithPadding
+
+    if seed is not None:
+        order = bucketed_order(window_lengths(features), batch_size, seed, bucketing)
+        features = features.select(order)
+    collator = DataCollatorWithPadding(
+        tokenizer,
+        padding="max_length" if fixed_length else "longest",
+        max_length=fixed_length,
+        pad_to_multiple_of=None if fixed_length else pad_to_multiple_of,
+        return_tensors="np",
+    )
+    columns = input_columns(features) + (LABEL_COLUMNS if labels else [])
+    return features.to_tf_dataset(
+        batch_size=batch_size,
+        columns=columns,
+        shuffle=False,  # the order above is already seeded and bucketed
+        collate_fn=collator,
+        drop_remainder=False,
+    )

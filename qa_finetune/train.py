@@ -1,0 +1,333 @@
+"""``train``: fine-tune a QA model and leave a self-describing run directory.
+
+Phases: claim the run directory, prepare features, build model and optimizer under the
+distribution strategy, fit epoch by epoch (validating, checkpointing), write the results.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+import tf_keras
+
+from qa_finetune import run_dir as rundir
+from qa_finetune.callbacks import NanGuard, StepHooks
+from qa_finetune.config import Config
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.modeling import configure_precision, has_gpu, load_qa_model, make_strategy
+from qa_finetune.prepare import PreparedData, prepare
+from qa_finetune.tf_data import make_dataset, pad_multiple
+from qa_finetune.validation import validation_scores
+
+STATE_FILE = "state-{number}.json"
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint needs beyond weights and optimizer slots."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_f1: float | None = None
+    best_metrics: dict[str, Any] = field(default_factory=dict)
+    evals_without_improvement: int = 0
+    train_seconds: float = 0.0
+
+
+@dataclass
+class Schedule:
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+
+    @classmethod
+    def of(cls, config: Config, windows: int) -> Schedule:
+        steps_per_epoch = max(1, math.ceil(windows / config.train.batch_size))
+        total = math.ceil(config.train.epochs * steps_per_epoch)
+        if config.train.max_steps:
+            total = min(total, config.train.max_steps)
+        return cls(steps_per_epoch, total, int(total * config.train.warmup_ratio))
+
+
+def _device() -> str:
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        return f"{len(gpus)} GPU ({', '.join(g.name for g in gpus)})"
+    return f"CPU ({os.cpu_count()} cores)"
+
+
+def _build_model(config: Config, prepared: PreparedData, schedule: Schedule) -> tuple[Any, Any]:
+    from transformers import create_optimizer
+
+    model = load_qa_model(prepared.model_dir)
+    optimizer, _ = create_optimizer(
+        init_lr=config.train.learning_rate,
+        num_train_steps=schedule.total_steps,
+        num_warmup_steps=schedule.warmup_steps,
+        weight_decay_rate=config.train.weight_decay,
+        adam_global_clipnorm=config.train.max_grad_norm,
+        # LayerNorm and biases are not decayed, as in BERT's recipe.
+        include_in_weight_decay=None,
+    )
+    # No loss argument: the transformers model computes the QA loss from the label columns.
+    model.compile(optimizer=optimizer, jit_compile=config.train.jit_compile)
+    return model, optimizer
+
+
+def _print_summary(
+    config: Config, prepared: PreparedData, schedule: Schedule, **facts: Any
+) -> None:
+    from qa_finetune.report import format_table
+
+    rows = [
+        ("model", f"{config.model.name_or_path} ({prepared.model_dir})"),
+        ("parameters", f"{facts['parameters']:,}"),
+        ("train windows", f"{len(prepared.train):,}"),
+        ("validation windows", f"{len(prepared.validation):,}" if prepared.validation else "none"),
+        ("epochs", config.train.epochs),
+        ("steps", f"{schedule.total_steps:,} ({schedule.steps_per_epoch:,} per epoch)"),
+        ("global batch", f"{config.train.batch_size} over {facts['replicas']} replica(s)"),
+        (
+            "learning rate",
+            f"{config.train.learning_rate:g} (warm-up {schedule.warmup_steps} steps)",
+        ),
+        ("device", facts["device"]),
+        ("precision", facts["precision"]),
+        ("run directory", facts["run_dir"]),
+    ]
+    print(format_table(rows, title="Training"), flush=True)
+
+
+def _write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
+    columns = ["epoch", "step", "loss", "eval_loss", "exact_match", "f1"]
+    temporary = run_dir / "history.csv.tmp"
+    with temporary.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(history)
+    temporary.replace(run_dir / "history.csv")
+
+
+def _restore(
+    manager: tf.train.CheckpointManager, checkpoint: tf.train.Checkpoint, run_dir: Path
+) -> TrainState:
+    path = manager.latest_checkpoint
+    checkpoint.restore(path).expect_partial()
+    number = path.rsplit("-", 1)[-1]
+    state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=number)
+    values = json.loads(state_path.read_text(encoding="utf-8"))
+    return TrainState(**values)
+
+
+def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path:
+    """Fine-tune per ``config``; returns the run directory."""
+    run_dir = rundir.run_directory(config)
+    rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    if resume:
+        # The run's own resolved config wins, so resuming cannot silently change the recipe.
+        from qa_finetune.config import load_config
+
+        config = load_config(run_dir / "config.yaml")
+    rundir.write_text_atomic(run_dir / "config.yaml", config.to_yaml())
+
+    prepared = prepare(config)
+    if len(prepared.train) == 0:
+        raise QAFinetuneError("no training windows were built: check the training data")
+    tokenizer = _load_tokenizer(prepared)
+
+    tf_keras.utils.set_random_seed(config.train.seed)
+    if not has_gpu():
+        # Same seed, data and config on CPU give the same metrics.
+        tf.config.experimental.enable_op_determinism()
+    precision = configure_precision(config.train.mixed_precision)
+    strategy = make_strategy(config.train.strategy)
+    schedule = Schedule.of(config, len(prepared.train))
+    with strategy.scope():
+        model, optimizer = _build_model(config, prepared, schedule)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, str(run_dir / rundir.CHECKPOINT_DIR), max_to_keep=1
+    )
+
+    state = _restore(manager, checkpoint, run_dir) if resume else TrainState()
+    device = _device()
+    rundir.write_json(
+        run_dir / "env.json",
+        rundir.environment(device, config.train.seed, prepared.fingerprint, precision),
+    )
+    _print_summary(
+        config,
+        prepared,
+        schedule,
+        parameters=model.count_params(),
+        replicas=strategy.num_replicas_in_sync,
+        device=device,
+        precision=precision,
+        run_dir=run_dir,
+    )
+
+    def step() -> int:
+        return int(optimizer.iterations.numpy())
+
+    def save(at_step: int) -> None:
+        state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=at_step)
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+        rundir.write_json(state_path, state.__dict__)
+        manager.save(checkpoint_number=at_step)
+        for old in state_path.parent.glob("state-*.json"):
+            if old != state_path:
+                old.unlink(missing_ok=True)
+
+    def validate(at_step: int, loss: float) -> bool:
+        """Score, keep the best model; True asks the loop to stop early."""
+        row: dict[str, Any] = {
+            "epoch": round(at_step / schedule.steps_per_epoch, 4),
+            "step": at_step,
+            "loss": loss,
+        }
+        if prepared.validation is not None and prepared.validation_examples is not None:
+            scores = validation_scores(model, prepared, config)
+            row.update(scores)
+            print(
+                f"\nvalidation at step {at_step}: EM {scores['exact_match']:.2f}  F1 {scores['f1']:.2f}  "
+                f"loss {scores['eval_loss']:.4f}",
+                flush=True,
+            )
+        state.history.append(row)
+        _write_history(run_dir, state.history)
+        f1 = row.get("f1")
+        if f1 is None or state.best_f1 is None or f1 > state.best_f1:
+            state.best_f1 = f1
+            state.best_metrics = row
+            state.evals_without_improvement = 0
+            rundir.save_model_atomic(model, tokenizer, run_dir)
+        else:
+            state.evals_without_improvement += 1
+        patience = config.train.early_stopping_patience
+        return bool(patience and state.evals_without_improvement >= patience)
+
+    nan_guard = NanGuard(step)
+    hooks = StepHooks(
+        step,
+        save=save,
+        validate=validate,
+        checkpoint_every=config.train.checkpoint_every_steps,
+        evaluate_every=config.train.eval_every_steps,
+        steps_per_epoch=schedule.steps_per_epoch,
+    )
+    callbacks: list[Any] = [nan_guard, hooks]
+    if config.train.tensorboard:
+        callbacks.append(
+            tf_keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), update_freq=50)
+        )
+
+    started = time.time()
+    start_step = step()
+    try:
+        _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks)
+    except tf.errors.ResourceExhaustedError as exc:
+        raise QAFinetuneError(
+            f"out of memory at batch size {config.train.batch_size}: lower --batch-size or --max-length"
+        ) from exc
+    if nan_guard.bad_step is not None:
+        raise QAFinetuneError(
+            f"the loss became NaN/inf at step {nan_guard.bad_step}: lower the learning rate "
+            f"(now {config.train.learning_rate:g}) or set train.mixed_precision=off; "
+            f"--resume restarts from the last good checkpoint"
+        )
+    state.train_seconds += time.time() - started
+    _finish(run_dir, config, prepared, state, schedule, step(), model, tokenizer)
+    return run_dir
+
+
+def _load_tokenizer(prepared: PreparedData) -> Any:
+    from qa_finetune.model_ref import load_tokenizer
+
+    return load_tokenizer(prepared.model_dir)
+
+
+def _fit(
+    model: Any,
+    prepared: PreparedData,
+    tokenizer: Any,
+    config: Config,
+    schedule: Schedule,
+    start_step: int,
+    callbacks: list[Any],
+) -> None:
+    """Fit one epoch at a time: each epoch gets its own seeded, bucketed order, so a resumed
+    run skips exactly the batches it had already trained on."""
+    first_epoch = start_step // schedule.steps_per_epoch
+    epochs = math.ceil(schedule.total_steps / schedule.steps_per_epoch)
+    for epoch in range(first_epoch, epochs):
+        done_in_epoch = start_step - epoch * schedule.steps_per_epoch if epoch == first_epoch else 0
+        epoch_steps = min(
+            schedule.steps_per_epoch, schedule.total_steps - epoch * schedule.steps_per_epoch
+        )
+        remaining = epoch_steps - done_in_epoch
+        if remaining <= 0:
+            continue
+        dataset = make_dataset(
+            prepared.train,
+            tokenizer,
+            config.train.batch_size,
+            seed=config.train.seed + epoch,
+            bucketing=config.train.length_bucketing,
+            pad_to_multiple_of=pad_multiple(config.train.jit_compile),
+        ).skip(done_in_epoch)
+        model.fit(
+            dataset,
+            epochs=epoch + 1,
+            initial_epoch=epoch,
+            steps_per_epoch=remaining,
+            callbacks=callbacks,
+            verbose=1 if os.isatty(1) else 2,
+        )
+        if model.stop_training:
+            break
+
+
+def _finish(
+    run_dir: Path,
+    config: Config,
+    prepared: PreparedData,
+    state: TrainState,
+    schedule: Schedule,
+    final_step: int,
+    model: Any,
+    tokenizer: Any,
+) -> None:
+    """Write metrics, curves and the model (when no validation chose one)."""
+    if not (run_dir / rundir.MODEL_DIR).exists():
+        rundir.save_model_atomic(model, tokenizer, run_dir)
+    best = state.best_metrics
+    metrics = {
+        "best_epoch": best.get("epoch"),
+        "best_step": best.get("step"),
+        "exact_match": best.get("exact_match"),
+        "f1": best.get("f1"),
+        "eval_loss": best.get("eval_loss"),
+        "train_loss": state.history[-1].get("loss") if state.history else None,
+        "train_data": prepared.report["sources"].get("train"),
+        "eval_data": prepared.report["sources"].get("validation"),
+        "train_examples": prepared.report["train"]["examples"],
+        "eval_examples": prepared.report["validation"]["examples"],
+        "train_windows": len(prepared.train),
+        "steps": final_step,
+        "epochs": round(final_step / schedule.steps_per_epoch, 4),
+        "train_seconds": round(state.train_seconds, 1),
+    }
+    rundir.write_json(run_dir / "metrics.json", metrics)
+    rundir.write_json(run_dir / "prepare_report.json", prepared.report)
+    rundir.plot_curves(state.history, run_dir / "curves.png")
+    from qa_finetune.report import format_table
+
+    rows = [(k, v) for k, v in metrics.items() if v is not None]
+    print("\n" + format_table(rows, title=f"Finished: {run_dir}"), flush=True)
