@@ -66,3 +66,31 @@ class StepHooks(tf_keras.callbacks.Callback):
         if not already and self._validate(step, loss):
             self.model.stop_training = True
         self._save(step)
+
+
+class ProgressLog(tf_keras.callbacks.Callback):
+    """Plain progress lines with an ETA, for logs and pipes where Keras bars are not shown."""
+
+    def __init__(self, step: Callable[[], int], total_steps: int, every: int = 25) -> None:
+        super().__init__()
+        self._step = step
+        self._total = total_steps
+        self._every = every
+        self._started: float | None = None
+        self._first_step = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        step = self._step()
+        if self._started is None:
+            self._started, self._first_step = time.time(), step - 1
+        if step % self._every and step != self._total:
+            return
+        elapsed = time.time() - self._started
+        rate = (step - self._first_step) / max(elapsed, 1e-9)
+        remaining = (self._total - step) / max(rate, 1e-9)
+        loss = float((logs or {}).get("loss", float("nan")))
+        print(
+            f"step {step}/{self._total}  loss {loss:.4f}  {rate:.2f} steps/s  "
+            f"ETA {int(remaining // 60)}m{int(remaining % 60):02d}s",
+            flush=True,
+        )

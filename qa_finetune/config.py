@@ -49,6 +49,7 @@ class DataConfig:
     # A Hub dataset name (``squad``) or None to use local files.
     dataset: str | None = None
     dataset_config: str | None = None
+    # Several files may be joined with commas: "a.json,b.json".
     train_file: str | None = None
     validation_file: str | None = None
     train_split: str = "train"

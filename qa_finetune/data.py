@@ -63,6 +63,11 @@ class LoadedData:
     sources: dict[str, str]
 
 
+def split_paths(files: str) -> list[str]:
+    """Several data files may be given as one comma-separated value."""
+    return [part.strip() for part in files.split(",") if part.strip()]
+
+
 def sample_data_path(name: str = "train") -> Path:
     """Path of a bundled sample file: ``train``, ``validation`` or ``unanswerable``."""
     return SAMPLE_DATA_DIR / f"{name}.json"
@@ -367,12 +372,10 @@ def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
             raw[name] = _load_hub_split(config, split)
             sources[name] = f"{config.dataset}:{split}"
     else:
-        if config.train_file:
-            raw["train"] = read_records(Path(config.train_file), config)
-            sources["train"] = config.train_file
-        if config.validation_file:
-            raw["validation"] = read_records(Path(config.validation_file), config)
-            sources["validation"] = config.validation_file
+        for name, files in (("train", config.train_file), ("validation", config.validation_file)):
+            if files:
+                raw[name] = [r for f in split_paths(files) for r in read_records(Path(f), config)]
+                sources[name] = files
         if not raw:
             raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
 

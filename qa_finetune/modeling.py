@@ -121,7 +121,9 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
+        # All GPUs; on a machine without one, all logical CPUs (how tests exercise the path).
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy(devices=[d.name for d in devices])
     if name == "multi_worker":
         # Reads the cluster from the TF_CONFIG environment variable on every worker.
         return tf.distribute.MultiWorkerMirroredStrategy()

@@ -13,7 +13,7 @@ import numpy as np
 
 from qa_finetune import __version__
 from qa_finetune.config import Config
-from qa_finetune.data import LoadedData, load_data
+from qa_finetune.data import LoadedData, load_data, split_paths
 from qa_finetune.metrics import normalize_answer
 from qa_finetune.model_ref import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
 from qa_finetune.preprocess import (
@@ -56,8 +56,8 @@ def data_fingerprint(config: Config, model_dir: Path, spec: WindowSpec) -> str:
     parts: dict[str, Any] = {
         "format": FEATURE_FORMAT,
         "data": {k: v for k, v in vars(data).items() if k not in ("train_file", "validation_file")},
-        "train_file": _file_digest(data.train_file) if data.train_file else None,
-        "validation_file": _file_digest(data.validation_file) if data.validation_file else None,
+        "train_file": [_file_digest(f) for f in split_paths(data.train_file or "")],
+        "validation_file": [_file_digest(f) for f in split_paths(data.validation_file or "")],
         "tokenizer": tokenizer_fingerprint(model_dir),
         "max_length": spec.max_length,
         "stride": spec.stride,

@@ -19,7 +19,7 @@ import tensorflow as tf
 import tf_keras
 
 from qa_finetune import run_dir as rundir
-from qa_finetune.callbacks import NanGuard, StepHooks
+from qa_finetune.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling import configure_precision, has_gpu, load_qa_model, make_strategy
@@ -223,6 +223,9 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
         steps_per_epoch=schedule.steps_per_epoch,
     )
     callbacks: list[Any] = [nan_guard, hooks]
+    interactive = os.isatty(1)
+    if not interactive:
+        callbacks.append(ProgressLog(step, schedule.total_steps))
     if config.train.tensorboard:
         callbacks.append(
             tf_keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), update_freq=50)
@@ -231,7 +234,7 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     started = time.time()
     start_step = step()
     try:
-        _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks)
+        _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks, interactive)
     except tf.errors.ResourceExhaustedError as exc:
         raise QAFinetuneError(
             f"out of memory at batch size {config.train.batch_size}: lower --batch-size or --max-length"
@@ -261,6 +264,7 @@ def _fit(
     schedule: Schedule,
     start_step: int,
     callbacks: list[Any],
+    interactive: bool,
 ) -> None:
     """Fit one epoch at a time: each epoch gets its own seeded, bucketed order, so a resumed
     run skips exactly the batches it had already trained on."""
@@ -288,7 +292,7 @@ def _fit(
             initial_epoch=epoch,
             steps_per_epoch=remaining,
             callbacks=callbacks,
-            verbose=1 if os.isatty(1) else 2,
+            verbose=1 if interactive else 0,
         )
         if model.stop_training:
             break

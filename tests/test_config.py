@@ -1,0 +1,95 @@
+"""Config precedence, validation and every shipped recipe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qa_finetune.config import Config, ConfigError, load_config, parse_set_option, resolve_config
+
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_loads(path: Path) -> None:
+    config = load_config(path)
+    assert config.preprocess.stride < config.preprocess.max_length
+    assert Config.from_dict(config.to_dict()) == config
+
+
+def test_there_are_configs() -> None:
+    assert {"default.yaml", "squad-distilroberta.yaml"} <= {p.name for p in CONFIGS}
+
+
+def test_original_recipe_matches_the_notebook() -> None:
+    config = load_config(Path(__file__).parents[1] / "configs" / "squad-distilroberta.yaml")
+    assert config.model.name_or_path == "distilroberta-base"
+    assert config.data.dataset == "squad"
+    assert (config.preprocess.max_length, config.preprocess.stride) == (400, 100)
+    assert (config.train.batch_size, config.train.learning_rate, config.train.epochs) == (
+        32,
+        3e-5,
+        1,
+    )
+
+
+def test_precedence_defaults_yaml_set_flags(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  epochs: 3\n  batch_size: 8\npreprocess:\n  stride: 64\n")
+    config = resolve_config(
+        path,
+        flags={"train": {"batch_size": 4, "epochs": None}},
+        assignments=["train.epochs=5", "train.batch_size=6", "inference.n_best=7"],
+    )
+    assert config.train.epochs == 5  # --set beats YAML; the unset flag (None) does not apply
+    assert config.train.batch_size == 4  # explicit flag beats --set
+    assert config.preprocess.stride == 64  # YAML beats default
+    assert config.inference.n_best == 7
+    assert config.train.learning_rate == Config().train.learning_rate
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"train": {"epochz": 1}}, "train.epochz"),
+        ({"trainer": {"epochs": 1}}, "trainer"),
+        ({"train": {"batch_size": "big"}}, "train.batch_size"),
+        ({"train": {"batch_size": 0}}, "train.batch_size"),
+        ({"train": {"batch_size": True}}, "train.batch_size"),
+        ({"preprocess": {"max_length": 128, "stride": 128}}, "preprocess.stride"),
+        ({"train": {"strategy": "horovod"}}, "train.strategy"),
+        ({"train": {"mixed_precision": "yes"}}, "train.mixed_precision"),
+        ({"data": {"validation_fraction": 1.5}}, "data.validation_fraction"),
+    ],
+)
+def test_bad_values_name_their_key(values: dict, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        Config.from_dict(values)
+
+
+def test_ints_are_accepted_for_floats_and_null_for_optional() -> None:
+    config = Config.from_dict({"train": {"epochs": 2, "max_grad_norm": None}})
+    assert isinstance(config.train.epochs, float) and config.train.epochs == 2.0
+    assert config.train.max_grad_norm is None
+
+
+def test_set_option_parsing() -> None:
+    assert parse_set_option("train.epochs=2.5") == {"train": {"epochs": 2.5}}
+    assert parse_set_option("data.dataset=squad") == {"data": {"dataset": "squad"}}
+    assert parse_set_option("data.train_file=null") == {"data": {"train_file": None}}
+    with pytest.raises(ConfigError, match="section.key=value"):
+        parse_set_option("epochs=2")
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(scalar)

@@ -1,0 +1,234 @@
+"""Loading every supported format and validating examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from qa_finetune.config import DataConfig
+from qa_finetune.data import DataError, SplitReport, load_data, sample_data_path, validate_records
+
+CONTEXT = "The Orrin Library opened in 1907. The Orrin Library holds maps."
+
+
+def _record(**overrides: object) -> dict:
+    record = {
+        "id": "q1",
+        "title": "Orrin",
+        "context": CONTEXT,
+        "question": "When did it open?",
+        "answers": {"text": ["1907"], "answer_start": [28]},
+    }
+    record.update(overrides)
+    return record
+
+
+def _squad(records: list[dict]) -> dict:
+    return {
+        "data": [
+            {
+                "title": "Orrin",
+                "paragraphs": [
+                    {
+                        "context": r["context"],
+                        "qas": [
+                            {
+                                "id": r["id"],
+                                "question": r["question"],
+                                "answers": [
+                                    {"text": t, "answer_start": s}
+                                    for t, s in zip(
+                                        r["answers"]["text"],
+                                        r["answers"]["answer_start"],
+                                        strict=True,
+                                    )
+                                ],
+                            }
+                        ],
+                    }
+                    for r in records
+                ],
+            }
+        ]
+    }
+
+
+def test_correct_example_is_kept_unchanged() -> None:
+    report = SplitReport()
+    kept = validate_records([_record()], version_2=False, report=report)
+    assert kept[0]["answers"] == {"text": ["1907"], "answer_start": [28]}
+    assert (report.examples_kept, report.answers_repaired, report.examples_dropped) == (1, 0, 0)
+
+
+def test_wrong_offset_with_unique_text_is_repaired() -> None:
+    report = SplitReport()
+    kept = validate_records(
+        [_record(answers={"text": ["1907"], "answer_start": [3]})], False, report
+    )
+    assert kept[0]["answers"]["answer_start"] == [28]
+    assert report.answers_repaired == 1
+
+
+def test_repeated_text_is_repaired_to_the_nearest_occurrence_only_when_close() -> None:
+    second = CONTEXT.index("Orrin Library", 10)
+    report = SplitReport()
+    near = _record(answers={"text": ["Orrin Library"], "answer_start": [second + 3]})
+    far = _record(id="q2", answers={"text": ["Orrin Library"], "answer_start": [second + 500]})
+    kept = validate_records([near, far], False, report)
+    assert [k["answers"]["answer_start"] for k in kept] == [[second]]
+    assert report.drop_reasons == {"answer not found in context": 1}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"context": "   "}, "empty or missing context"),
+        ({"question": ""}, "empty or missing question"),
+        ({"question": None}, "empty or missing question"),
+        ({"answers": {"text": ["Paris"], "answer_start": [0]}}, "answer not found in context"),
+        ({"answers": {"text": [], "answer_start": []}}, "no answer"),
+    ],
+)
+def test_bad_examples_are_dropped_with_a_reason(overrides: dict, reason: str) -> None:
+    report = SplitReport()
+    assert validate_records([_record(**overrides)], False, report) == []
+    assert report.examples_dropped == 1
+    assert any(reason in r for r in report.drop_reasons)
+
+
+def test_unanswerable_kept_in_v2_and_duplicates_dropped() -> None:
+    report = SplitReport()
+    records = [_record(answers={"text": [], "answer_start": []}), _record()]
+    kept = validate_records(records, version_2=True, report=report)
+    assert len(kept) == 1 and kept[0]["answers"]["text"] == []
+    assert report.unanswerable == 1
+    assert report.drop_reasons == {"duplicated id": 1}
+
+
+def test_answer_whitespace_is_trimmed() -> None:
+    report = SplitReport()
+    kept = validate_records(
+        [_record(answers={"text": [" 1907 "], "answer_start": [27]})], False, report
+    )
+    assert kept[0]["answers"] == {"text": ["1907"], "answer_start": [28]}
+    assert report.answers_repaired == 0
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".csv", ".parquet", ".squad.json"])
+def test_every_format_loads_to_the_same_columns(tmp_path: Path, suffix: str) -> None:
+    records = [
+        _record(),
+        _record(
+            id="q2",
+            question="What does it hold?",
+            answers={"text": ["maps"], "answer_start": [CONTEXT.index("maps")]},
+        ),
+    ]
+    path = tmp_path / f"data{suffix}"
+    if suffix == ".squad.json":
+        path.write_text(json.dumps(_squad(records)))
+    elif suffix in (".json", ".jsonl"):
+        path.write_text("\n".join(json.dumps(r) for r in records))
+    else:
+        frame = pd.DataFrame(records)
+        if suffix == ".csv":
+            frame["answers"] = frame["answers"].map(json.dumps)
+            frame.to_csv(path, index=False)
+        else:
+            frame.to_parquet(path)
+    loaded = load_data(DataConfig(train_file=str(path), validation_fraction=0.0))
+    train = loaded.splits["train"]
+    assert train.column_names == ["id", "title", "context", "question", "answers"]
+    assert train["answers"][1] == {"text": ["maps"], "answer_start": [CONTEXT.index("maps")]}
+
+
+def test_configurable_column_names(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        json.dumps(
+            {"q": "When?", "passage": CONTEXT, "ans": {"text": ["1907"], "answer_start": [28]}}
+        )
+    )
+    config = DataConfig(
+        train_file=str(path),
+        question_column="q",
+        context_column="passage",
+        answers_column="ans",
+        validation_fraction=0.0,
+    )
+    assert load_data(config).splits["train"]["question"] == ["When?"]
+
+
+def test_missing_column_names_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"q": "When?", "context": CONTEXT}))
+    with pytest.raises(DataError, match="missing column 'question'.*data.question_column"):
+        load_data(DataConfig(train_file=str(path)))
+
+
+def test_malformed_jsonl_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(_record()) + "\n{not json\n")
+    with pytest.raises(DataError, match=r"d\.jsonl:2"):
+        load_data(DataConfig(train_file=str(path)))
+
+
+def test_no_usable_examples_and_strict(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(_record(context="")))
+    with pytest.raises(DataError, match="no usable examples"):
+        load_data(DataConfig(train_file=str(path)))
+    path.write_text(json.dumps(_record(answers={"text": ["1907"], "answer_start": [0]})))
+    with pytest.raises(DataError, match="--strict"):
+        load_data(DataConfig(train_file=str(path), validation_fraction=0.0, strict=True))
+
+
+def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="not found"):
+        load_data(DataConfig(train_file=str(tmp_path / "x.json")))
+    other = tmp_path / "x.txt"
+    other.write_text("hello")
+    with pytest.raises(DataError, match="unsupported"):
+        load_data(DataConfig(train_file=str(other)))
+
+
+def test_held_out_validation_never_shares_a_context() -> None:
+    loaded = load_data(
+        DataConfig(train_file=str(sample_data_path("train")), validation_fraction=0.2)
+    )
+    train_contexts = set(loaded.splits["train"]["context"])
+    assert loaded.splits["validation"].num_rows > 0
+    assert not train_contexts & set(loaded.splits["validation"]["context"])
+
+
+def test_bundled_sample_data_is_clean() -> None:
+    for name, minimum in (("train", 200), ("validation", 100)):
+        config = DataConfig(
+            train_file=str(sample_data_path(name)), validation_fraction=0.0, strict=True
+        )
+        assert load_data(config).splits["train"].num_rows >= minimum
+    v2 = DataConfig(
+        train_file=str(sample_data_path("unanswerable")),
+        validation_fraction=0.0,
+        version_2_with_negative=True,
+        strict=True,
+    )
+    loaded = load_data(v2)
+    assert loaded.reports["train"].unanswerable >= 10
+    paragraphs = {
+        c
+        for n in ("train", "validation")
+        for c in load_data(
+            DataConfig(train_file=str(sample_data_path(n)), validation_fraction=0.0)
+        ).splits["train"]["context"]
+    }
+    assert len(paragraphs) >= 60
+
+
+def test_several_files_join_with_commas() -> None:
+    files = f"{sample_data_path('train')},{sample_data_path('validation')}"
+    loaded = load_data(DataConfig(train_file=files, validation_fraction=0.0))
+    assert loaded.splits["train"].num_rows >= 300
