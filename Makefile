@@ -20,7 +20,7 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/qa-finetune prepare --config configs/default.yaml
 	$(BIN)/qa-finetune train --config configs/default.yaml --overwrite
-	$(BIN)/qa-finetune ask "Who designed the Verrin Bay Bridge?" \
+	$(BIN)/qa-finetune ask "In what year was the Corrin Telegraph Company established?" \
 		--model outputs/demo \
 		--context-file qa_finetune/sample_data/demo_context.txt
 

@@ -15,6 +15,11 @@ from qa_finetune.errors import QAFinetuneError
 
 log = logging.getLogger(__name__)
 
+# transformers explains at length which head weights are new; qa-finetune reports what matters.
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.set_verbosity_error()
+
 
 class ModelLoadError(QAFinetuneError):
     """The model directory cannot become a TensorFlow question-answering model."""

@@ -1,0 +1,188 @@
+"""Training end to end on a tiny random model: run directory, resume, guards, determinism."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qa_finetune.config import Config
+from qa_finetune.data import sample_data_path
+from qa_finetune.errors import QAFinetuneError
+
+
+def tiny_config(model_dir: Path, output_dir: Path, **train: Any) -> Config:
+    return Config.from_dict(
+        {
+            "model": {"name_or_path": str(model_dir)},
+            "data": {
+                "train_file": str(sample_data_path("train")),
+                "validation_file": str(sample_data_path("validation")),
+                "max_train_samples": 16,
+                "max_eval_samples": 8,
+            },
+            "preprocess": {"max_length": 128, "stride": 32},
+            "train": {
+                "epochs": 2,
+                "batch_size": 8,
+                "learning_rate": 1e-3,
+                "checkpoint_every_steps": 3,
+                "output_dir": str(output_dir),
+                "run_name": "tiny",
+                "tensorboard": False,
+                **train,
+            },
+            "inference": {"batch_size": 16},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from qa_finetune.train import train
+
+    return train(tiny_config(tiny_model_dir, tmp_path_factory.mktemp("runs")))
+
+
+def test_run_directory_describes_itself(finished_run: Path) -> None:
+    for name in (
+        "config.yaml",
+        "metrics.json",
+        "history.csv",
+        "curves.png",
+        "env.json",
+        "prepare_report.json",
+        "model/config.json",
+        "model/tf_model.h5",
+        "model/tokenizer.json",
+    ):
+        assert (finished_run / name).is_file(), name
+    metrics = json.loads((finished_run / "metrics.json").read_text())
+    assert metrics["steps"] == 2 * math.ceil(metrics["train_windows"] / 8)  # 2 epochs
+    assert 0 <= metrics["f1"] <= 100 and metrics["eval_loss"] > 0
+    history = (finished_run / "history.csv").read_text().splitlines()
+    assert history[0] == "epoch,step,loss,eval_loss,exact_match,f1" and len(history) == 3
+    env = json.loads((finished_run / "env.json").read_text())
+    assert env["seed"] == 42 and env["packages"]["tensorflow"]
+    resolved = Config.from_dict(
+        __import__("yaml").safe_load((finished_run / "config.yaml").read_text())
+    )
+    assert resolved.train.run_name == "tiny"
+
+
+def test_saved_model_loads_with_transformers_alone(finished_run: Path) -> None:
+    from transformers import AutoTokenizer, TFAutoModelForQuestionAnswering
+
+    model = TFAutoModelForQuestionAnswering.from_pretrained(str(finished_run / "model"))
+    tokenizer = AutoTokenizer.from_pretrained(str(finished_run / "model"))
+    out = model(**tokenizer("Who?", "Nobody at all.", return_tensors="tf"))
+    assert out.start_logits.shape[-1] == out.end_logits.shape[-1]
+
+
+def test_existing_run_is_not_overwritten(finished_run: Path, tiny_model_dir: Path) -> None:
+    from qa_finetune.train import train
+
+    before = (finished_run / "model" / "tf_model.h5").read_bytes()
+    with pytest.raises(QAFinetuneError, match="--overwrite"):
+        train(tiny_config(tiny_model_dir, finished_run.parent))
+    assert (finished_run / "model" / "tf_model.h5").read_bytes() == before
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from qa_finetune.train import train
+
+    with pytest.raises(QAFinetuneError, match="nothing to resume"):
+        train(tiny_config(tiny_model_dir, tmp_path), resume=True)
+
+
+def test_interrupted_run_resumes_to_the_same_total_steps(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qa_finetune import callbacks
+    from qa_finetune.train import train
+
+    original = callbacks.StepHooks.on_train_batch_end
+
+    def interrupt_at_step_5(self: Any, batch: int, logs: Any = None) -> None:
+        original(self, batch, logs)
+        if self._step() == 5:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(callbacks.StepHooks, "on_train_batch_end", interrupt_at_step_5)
+    config = tiny_config(tiny_model_dir, tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        train(config)
+    run_dir = tmp_path / "tiny"
+    assert (run_dir / "checkpoints" / "checkpoint").is_file()
+    assert not (run_dir / "metrics.json").exists()
+    monkeypatch.setattr(callbacks.StepHooks, "on_train_batch_end", original)
+    train(config, resume=True)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["steps"] == 2 * math.ceil(metrics["train_windows"] / 8)
+    history = (run_dir / "history.csv").read_text().splitlines()
+    assert len(history) == 3  # epoch 1 from the first process, epoch 2 after resuming
+
+
+def test_same_seed_same_metrics(finished_run: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from qa_finetune.train import train
+
+    again = train(tiny_config(tiny_model_dir, tmp_path))
+    first = json.loads((finished_run / "metrics.json").read_text())
+    second = json.loads((again / "metrics.json").read_text())
+    for key in ("exact_match", "f1", "eval_loss", "train_loss"):
+        assert first[key] == pytest.approx(second[key], rel=1e-5), key
+
+
+def test_nan_guard_stops_and_names_the_step() -> None:
+    from qa_finetune.callbacks import NanGuard
+
+    class FakeModel:
+        stop_training = False
+
+    guard = NanGuard(lambda: 17)
+    guard.set_model(FakeModel())  # type: ignore[arg-type]
+    guard.on_train_batch_end(0, {"loss": 1.5})
+    assert guard.bad_step is None
+    guard.on_train_batch_end(1, {"loss": float("nan")})
+    assert guard.bad_step == 17 and guard.model.stop_training
+
+
+def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import json, os
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        import numpy as np
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from qa_finetune.modeling import load_qa_model
+        from pathlib import Path
+        from tests.test_train import tiny_config
+        from qa_finetune.train import train
+        before = load_qa_model(Path({str(tiny_model_dir)!r})).get_weights()
+        config = tiny_config(Path({str(tiny_model_dir)!r}), Path({str(tmp_path)!r}),
+                             strategy="mirrored", epochs=1)
+        run = train(config)
+        after = load_qa_model(run / "model").get_weights()
+        changed = any(not np.allclose(a, b) for a, b in zip(before, after))
+        metrics = json.loads((run / "metrics.json").read_text())
+        print("RESULT", changed, np.isfinite(metrics["train_loss"]), metrics["steps"] * 8 >= metrics["train_windows"])
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).parents[1],
+    )
+    assert "RESULT True True True" in result.stdout, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "2 replica" in result.stdout
