@@ -7,6 +7,7 @@ tested without a tokenizer. The tokenizer-facing functions are written for
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,59 +58,159 @@ def window_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
     return WindowSpec(max_length, stride, question_first=tokenizer.padding_side == "right")
 
 
-def check_question_room(tokenizer: Any, questions: Sequence[str], spec: WindowSpec) -> None:
-    """Fail clearly when a question leaves no room for ``stride`` context tokens."""
-    specials = tokenizer.num_special_tokens_to_add(pair=True)
-    lengths = [
-        len(ids) for ids in tokenizer(list(questions), add_special_tokens=False)["input_ids"]
-    ]
-    longest = max(lengths, default=0)
+def check_question_room(question_lengths: Sequence[int], specials: int, spec: WindowSpec) -> None:
+    """Fail clearly when a question leaves no room for more than ``stride`` context tokens."""
+    longest = max(question_lengths, default=0)
     room = spec.max_length - longest - specials
     if room <= spec.stride:
+        needed = longest + specials + spec.stride + 1
         raise PreprocessError(
-            f"a question of {longest} tokens leaves {room} context tokens per window, not more than "
-            f"stride {spec.stride}: raise --max-length to at least {longest + specials + spec.stride + 1} "
-            "or lower --stride"
+            f"a question of {longest} tokens leaves {room} context tokens per window, not more "
+            f"than stride {spec.stride}: raise --max-length to at least {needed} or lower --stride"
         )
 
 
-def tokenize_windows(
-    tokenizer: Any, questions: Sequence[str], contexts: Sequence[str], spec: WindowSpec
-) -> Any:
-    """Tokenize into overflowing windows, unpadded; questions are stripped of outer spaces."""
-    questions = [q.strip() for q in questions]
-    check_question_room(tokenizer, questions, spec)
-    first, second = (questions, contexts) if spec.question_first else (contexts, questions)
-    return tokenizer(
-        list(first),
-        list(second),
-        truncation=spec.truncation,
-        max_length=spec.max_length,
-        stride=spec.stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        padding=False,
+@dataclass(frozen=True)
+class PairEncoder:
+    """The Rust tokenizer, without padding or truncation, and how it cuts contexts.
+
+    A pair encoding is the two texts encoded separately, the truncated one cut into
+    overlapping chunks, and each (question, chunk) pair given its special tokens and type ids
+    by the post-processor. Doing these steps here lets each distinct context be encoded once,
+    however many questions ask about it (SQuAD has about five per paragraph); the windows are
+    identical to the tokenizer's own pair call (a test compares them).
+    """
+
+    backend: Any
+    specials: int
+    direction: str
+
+
+def pair_encoder(tokenizer: Any) -> PairEncoder:
+    """Build (once per tokenizer) the encoder that makes windows."""
+    cache = tokenizer.__dict__.setdefault("_qa_finetune_encoder", {})
+    if "encoder" not in cache:
+        from tokenizers import Tokenizer
+
+        backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        backend.no_padding()
+        backend.no_truncation()
+        cache["encoder"] = PairEncoder(
+            backend,
+            tokenizer.num_special_tokens_to_add(pair=True),
+            getattr(tokenizer, "truncation_side", "right"),
+        )
+    return cache["encoder"]
+
+
+def _pair_windows(encoder: PairEncoder, question: Any, passage: Any, spec: WindowSpec) -> list[Any]:
+    """All windows of one (question, context) pair, specials and type ids included."""
+    from tokenizers import Encoding
+
+    room = spec.max_length - len(question.ids) - encoder.specials
+    chunk = Encoding.merge([passage], growing_offsets=False)  # a copy: truncate works in place
+    chunk.truncate(room, stride=spec.stride, direction=encoder.direction)
+    windows = []
+    # Only the main encoding of a post-processed pair has template type ids for sure, so
+    # every chunk is post-processed on its own.
+    for part in [chunk, *chunk.overflowing]:
+        first, second = (question, part) if spec.question_first else (part, question)
+        windows.append(encoder.backend.post_process(first, second, add_special_tokens=True))
+    return windows
+
+
+@dataclass
+class Windows:
+    """One tokenized batch: model input columns as lists, plus array views for labelling."""
+
+    encoding: dict[str, list[Any]]  # input_ids, attention_mask[, token_type_ids], offset_mapping
+    sample_map: np.ndarray  # [windows] -> example index in the batch
+    offsets: np.ndarray  # [windows, length, 2]
+    is_context: np.ndarray  # [windows, length] bool
+    cls_index: np.ndarray  # [windows]
+
+
+def _offsets_array(rows: list[list[tuple[int, int]]]) -> np.ndarray:
+    """Ragged per-window offsets -> [windows, longest, 2], zero-filled, without a Python loop
+    per window."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max(initial=0))
+    flat = np.fromiter(
+        itertools.chain.from_iterable(itertools.chain.from_iterable(rows)),
+        dtype=np.int64,
+        count=2 * int(lengths.sum()),
     )
-
-
-def _padded(
-    rows: Sequence[Sequence[Any]], fill: Any, dtype: Any, tail: tuple[int, ...] = ()
-) -> np.ndarray:
-    width = max((len(r) for r in rows), default=0)
-    array = np.full((len(rows), width, *tail), fill, dtype=dtype)
-    for i, row in enumerate(rows):
-        if len(row):
-            array[i, : len(row)] = row
+    array = np.zeros((len(rows), width, 2), dtype=np.int64)
+    array[np.arange(width) < lengths[:, None]] = flat.reshape(-1, 2)
     return array
 
 
-def context_mask(encoding: Any, spec: WindowSpec) -> np.ndarray:
-    """Boolean [windows, length]: which tokens belong to the context."""
-    ids = [
-        [-1 if s is None else s for s in encoding.sequence_ids(i)]
-        for i in range(len(encoding["input_ids"]))
-    ]
-    return _padded(ids, -1, np.int8) == spec.context_sequence_id
+def _ragged_to_array(rows: list[list[int]], fill: int) -> np.ndarray:
+    """Ragged int rows -> [rows, longest] array, filled past each row's end."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    array = np.full((len(rows), int(lengths.max(initial=0))), fill, dtype=np.int64)
+    array[np.arange(array.shape[1]) < lengths[:, None]] = np.fromiter(
+        itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum())
+    )
+    return array
+
+
+def _context_mask(
+    special_masks: list[list[int]], question_tokens: np.ndarray, spec: WindowSpec
+) -> np.ndarray:
+    """Which tokens of each window are context, from its special-token mask.
+
+    Truncation never touches the question, so in every window the question is exactly its
+    first (question first) or last (context first) ``question_tokens`` ordinary tokens.
+    """
+    ordinary = _ragged_to_array(special_masks, fill=1) == 0
+    seen = ordinary.cumsum(axis=1)
+    if spec.question_first:
+        return ordinary & (seen > question_tokens[:, None])
+    context_tokens = seen[:, -1:] - question_tokens[:, None]
+    return ordinary & (seen <= context_tokens)
+
+
+def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) -> Windows:
+    """Tokenize a batch of examples into overflowing, unpadded windows and their array views.
+
+    Questions are stripped of outer whitespace (some SQuAD questions start with spaces that
+    would eat window room).
+    """
+    encoder = pair_encoder(tokenizer)
+    questions = [q.strip() for q in batch["question"]]
+    distinct = {c: i for i, c in enumerate(dict.fromkeys(batch["context"]))}
+    question_encodings = encoder.backend.encode_batch(questions, add_special_tokens=False)
+    context_encodings = encoder.backend.encode_batch(list(distinct), add_special_tokens=False)
+    check_question_room([len(e.ids) for e in question_encodings], encoder.specials, spec)
+    windows, sample_map = [], []
+    for example, (question, context) in enumerate(
+        zip(question_encodings, batch["context"], strict=True)
+    ):
+        pair = _pair_windows(encoder, question, context_encodings[distinct[context]], spec)
+        windows.extend(pair)
+        sample_map.extend([example] * len(pair))
+    sample_map = np.asarray(sample_map, dtype=np.int64)
+    offsets = [w.offsets for w in windows]
+    input_ids = [w.ids for w in windows]
+    question_tokens = np.array([len(e.ids) for e in question_encodings], dtype=np.int64)
+    is_context = _context_mask(
+        [w.special_tokens_mask for w in windows], question_tokens[sample_map], spec
+    )
+    encoding: dict[str, list[Any]] = {
+        "input_ids": input_ids,
+        "attention_mask": [w.attention_mask for w in windows],
+        "offset_mapping": offsets,
+    }
+    if "token_type_ids" in tokenizer.model_input_names:
+        encoding["token_type_ids"] = [w.type_ids for w in windows]
+    return Windows(
+        encoding=encoding,
+        sample_map=sample_map,
+        offsets=_offsets_array(offsets),
+        is_context=is_context,
+        cls_index=cls_indices(input_ids, tokenizer.cls_token_id),
+    )
 
 
 def cls_indices(input_ids: Sequence[Sequence[int]], cls_token_id: int | None) -> np.ndarray:
@@ -154,29 +255,6 @@ def align_answer_span(
     start_positions = np.where(inside, start_token, cls_index).astype(np.int64)
     end_positions = np.where(inside, end_token, cls_index).astype(np.int64)
     return start_positions, end_positions
-
-
-@dataclass
-class Windows:
-    """One tokenized batch as arrays: what both train and eval features are built from."""
-
-    encoding: Any
-    sample_map: np.ndarray  # [windows] -> example index in the batch
-    offsets: np.ndarray  # [windows, length, 2]
-    is_context: np.ndarray  # [windows, length] bool
-    cls_index: np.ndarray  # [windows]
-
-
-def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) -> Windows:
-    """Tokenize a batch of examples into windows and their array views."""
-    encoding = tokenize_windows(tokenizer, batch["question"], batch["context"], spec)
-    return Windows(
-        encoding=encoding,
-        sample_map=np.asarray(encoding["overflow_to_sample_mapping"], dtype=np.int64),
-        offsets=_padded(encoding["offset_mapping"], 0, np.int64, (2,)),
-        is_context=context_mask(encoding, spec),
-        cls_index=cls_indices(encoding["input_ids"], tokenizer.cls_token_id),
-    )
 
 
 def label_windows(

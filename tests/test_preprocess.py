@@ -178,3 +178,37 @@ def test_labels_cover_the_answer_and_windows_cover_the_context(
         if sid == spec.context_sequence_id
     }
     assert covered == expected  # no context token is lost between windows
+
+
+@pytest.mark.parametrize("left", [False, True])
+def test_windows_equal_the_tokenizers_own_pair_call(tokenizer: Any, left: bool) -> None:
+    from qa_finetune.preprocess import make_windows
+
+    tok = copy.copy(tokenizer)
+    tok.padding_side = "left" if left else "right"
+    spec = window_spec(tok, 40, 10)
+    long_context = " ".join(WORDS * 9)
+    contexts = [long_context, "Kestova tower", long_context, long_context]
+    questions = ["Where?", " What is the tower? ", "Who?", "How many metres high"]
+    batch = {"id": list("abcd"), "question": questions, "context": contexts}
+    windows = make_windows(batch, tok, spec)
+    stripped = [q.strip() for q in questions]
+    pair = (stripped, contexts) if not left else (contexts, stripped)
+    expected = tok(
+        *pair,
+        truncation=spec.truncation,
+        max_length=40,
+        stride=10,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+    assert windows.encoding["input_ids"] == expected["input_ids"]
+    assert windows.encoding["token_type_ids"] == expected["token_type_ids"]
+    assert [list(map(tuple, o)) for o in windows.encoding["offset_mapping"]] == [
+        list(map(tuple, o)) for o in expected["offset_mapping"]
+    ]
+    assert windows.sample_map.tolist() == expected["overflow_to_sample_mapping"]
+    for i in range(len(expected["input_ids"])):
+        context_id = spec.context_sequence_id
+        mask = [sid == context_id for sid in expected.sequence_ids(i)]
+        assert windows.is_context[i, : len(mask)].tolist() == mask
