@@ -217,33 +217,41 @@ def ask(
     output_dir: OutputDirOption = None,
 ) -> None:
     """Answer a question from a context of any length."""
-    from qa_finetune.infer import QuestionAnswerer, answer_batch_file, latest_run
+    from qa_finetune.infer import QuestionAnswerer, answer_batch_file, check_pair, latest_run
 
+    text = ""
+    if batch is None:
+        # The input is checked before the model loads, so a mistake fails at once.
+        if question is None:
+            raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --context TEXT')
+        text = _read_context(context, context_file)
+        check_pair(question, text)
     reference = model or str(latest_run(Path(output_dir or "outputs")))
     answerer = QuestionAnswerer.load(
         reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
     )
     if batch is not None:
         written, failed = answer_batch_file(
-            answerer, batch, output, top_k=top_k, handle_impossible_answer=allow_no_answer,
+            answerer,
+            batch,
+            output,
+            top_k=top_k,
+            handle_impossible_answer=allow_no_answer,
             skip_errors=skip_errors,
         )
-        typer.echo(f"answered {written} questions" + (f", {failed} lines skipped" if failed else ""),
-                   err=output is None)
+        skipped = f", {failed} lines skipped" if failed else ""
+        typer.echo(f"answered {written} questions{skipped}", err=output is None)
         return
-    if question is None:
-        raise QAFinetuneError("no question: qa-finetune ask \"QUESTION\" --context TEXT")
-    text = _read_context(context, context_file)
-    answers = answerer.answer(
-        question, text, top_k=top_k, handle_impossible_answer=allow_no_answer
-    )
+    assert question is not None  # checked above
+    answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
     if as_json:
         typer.echo(json.dumps(answers[0] if top_k == 1 else answers, ensure_ascii=False))
         return
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
         shown = item["answer"] or "(no answer)"
-        typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, chars {item['start']}-{item['end']})")
+        span = f"chars {item['start']}-{item['end']}"
+        typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, {span})")
 
 
 @app.command()
@@ -274,14 +282,25 @@ def evaluate(
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is not None:
         evaluate_predictions(
-            predictions, data=data, dataset=dataset, split=split, output_dir=output_dir,
+            predictions,
+            data=data,
+            dataset=dataset,
+            split=split,
+            output_dir=output_dir,
             version_2=version_2,
         )
         return
     evaluate_model(
-        model, data=data, dataset=dataset, split=split, output_dir=output_dir,
-        version_2=version_2, max_samples=max_samples, batch_size=batch_size,
-        max_length=max_length, stride=stride,
+        model,
+        data=data,
+        dataset=dataset,
+        split=split,
+        output_dir=output_dir,
+        version_2=version_2,
+        max_samples=max_samples,
+        batch_size=batch_size,
+        max_length=max_length,
+        stride=stride,
     )
 
 

@@ -1,0 +1,418 @@
+"""``evaluate``: official SQuAD EM/F1 of a model or of a predictions file, and a report.
+
+A model is scored on every window of every question with the same length-sorted batching as
+``ask``; its answers go through the n-best search of ``postprocess``. Files written to the
+output directory: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
+``nbest_predictions.json``, ``null_odds.json`` (v2), ``report.csv``, ``report_groups.csv`` and
+``f1_by_question_type.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.config import Config, DataConfig, InferenceConfig
+from qa_finetune.data import DataError, SplitReport, read_records, validate_records
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.eval_report import scored_rows, write_report
+from qa_finetune.metrics import squad_v1, squad_v2
+from qa_finetune.report import format_table
+
+DEFAULT_OUTPUT = Path("eval")
+RUNS_ROOT = Path("outputs")
+# The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
+_NULL_ODDS_CAP = 1e9
+
+
+class EvaluationError(QAFinetuneError):
+    """The evaluation data or predictions cannot be scored as given."""
+
+
+@dataclass
+class EvalExamples:
+    """Validated evaluation examples and where they came from."""
+
+    records: list[dict[str, Any]]
+    source: str
+    report: SplitReport
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+
+
+def load_examples(
+    data: str | None,
+    dataset: str | None,
+    split: str = "validation",
+    version_2: bool = False,
+    max_samples: int | None = None,
+) -> EvalExamples:
+    """Read and validate a local file or a Hub split; every gold answer is kept."""
+    if (data is None) == (dataset is None):
+        raise EvaluationError("pass the evaluation data once: --data FILE or --dataset NAME")
+    config = DataConfig(dataset=dataset, version_2_with_negative=version_2)
+    if data is not None:
+        if not Path(data).is_file():
+            raise EvaluationError(f"evaluation file not found: {data} (check --data)")
+        records = read_records(Path(data), config)
+        source = data
+    else:
+        from qa_finetune.data import _load_hub_split
+
+        records = _load_hub_split(config, split)
+        source = f"{dataset}:{split}"
+    report = SplitReport()
+    kept = validate_records(records, version_2, report)
+    if max_samples is not None:
+        kept = kept[:max_samples]
+    if not kept:
+        raise DataError(
+            f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
+            "check the file, or pass --version-2 for data without answers"
+        )
+    return EvalExamples(kept, source, report)
+
+
+def references(examples: Any) -> dict[str, list[str]]:
+    """``{id: gold answer texts}`` from validated examples (list of dicts or a Dataset)."""
+    if hasattr(examples, "column_names"):
+        pairs = zip(examples["id"], examples["answers"], strict=True)
+        return {example_id: list(answers["text"]) for example_id, answers in pairs}
+    return {e["id"]: list(e["answers"]["text"]) for e in examples}
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------
+
+
+def score(
+    predictions: Mapping[str, str],
+    gold: Mapping[str, list[str]],
+    version_2: bool,
+    null_score_diff: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """Official scores with ``exact_match`` and ``f1`` keys for both SQuAD versions."""
+    if not version_2:
+        return squad_v1(predictions, gold)
+    scores = squad_v2(predictions, gold, null_score_diff)
+    return {"exact_match": scores.pop("exact"), **scores}
+
+
+def feature_offsets(features: Any, length: int) -> np.ndarray:
+    """``offset_mapping`` of cached features as int64 ``[F, length, 2]``, -1 outside context."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = features.with_format("arrow")[:].column("offset_mapping").combine_chunks()
+    windows = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
+    tokens = column.flatten()  # one list<int> (or null) per token
+    pairs = pc.fill_null(tokens, pa.scalar([-1, -1], type=tokens.type)).flatten()
+    values = pairs.to_numpy(zero_copy_only=False).astype(np.int64).reshape(-1, 2)
+    out = np.full((len(windows), length, 2), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(len(windows)), windows)
+    positions = np.arange(len(values)) - np.repeat(np.cumsum(windows) - windows, windows)
+    out[rows, positions] = values
+    return out
+
+
+def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
+    """Mean cross-entropy of start and end labels (the Keras QA loss), when labels exist."""
+    if "start_positions" not in features.column_names:
+        return None
+    losses = []
+    for logits, column in ((start, "start_positions"), (end, "end_positions")):
+        labels = np.asarray(list(features[column]), dtype=np.int64)
+        values = logits.astype(np.float64)
+        peak = values.max(axis=1, keepdims=True)
+        log_norm = np.log(np.exp(values - peak).sum(axis=1)) + peak[:, 0]
+        losses.append(log_norm - values[np.arange(len(labels)), labels])
+    return float(np.mean((losses[0] + losses[1]) / 2)) if len(start) else None
+
+
+def evaluate_loaded(
+    model: Any,
+    tokenizer: Any,
+    examples: Any,
+    features: Any,
+    inference_config: InferenceConfig,
+    version_2: bool,
+) -> dict[str, Any]:
+    """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
+
+    Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
+    breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
+    ``postprocess.Predictions``). Used by ``evaluate`` and by training after each epoch.
+    """
+    from qa_finetune.infer import predict_features
+    from qa_finetune.postprocess import postprocess_predictions
+
+    pad = getattr(tokenizer, "pad_token_id", None)
+    start, end = predict_features(model, features, inference_config.batch_size, pad_token_id=pad)
+    predictions = postprocess_predictions(
+        list(examples["id"]),
+        list(examples["context"]),
+        list(features["example_id"]),
+        start,
+        end,
+        feature_offsets(features, start.shape[1]),
+        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
+        n_best=inference_config.n_best,
+        max_answer_length=inference_config.max_answer_length,
+        version_2_with_negative=version_2,
+        null_score_diff_threshold=inference_config.null_score_diff_threshold,
+    )
+    null_diff = predictions.null_score_diff if version_2 else None
+    result = score(predictions.answers, references(examples), version_2, null_diff)
+    loss = qa_loss(start, end, features)
+    if loss is not None:
+        result["eval_loss"] = loss
+    result["predictions"] = predictions
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Writing results
+# --------------------------------------------------------------------------------------------
+
+
+def _write_json(path: Path, values: Any) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(values, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(path)
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else math.copysign(_NULL_ODDS_CAP, value)
+
+
+def _summary(metrics: Mapping[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = [
+        ("data", metrics.get("data")),
+        ("model", metrics["model"])
+        if metrics.get("model")
+        else ("predictions", metrics.get("predictions_file")),
+        ("questions", metrics["total"]),
+        ("exact match", f"{metrics['exact_match']:.2f}"),
+        ("F1", f"{metrics['f1']:.2f}"),
+    ]
+    if metrics.get("missing"):
+        rows.append(("missing predictions (scored 0)", metrics["missing"]))
+    for key in ("HasAns", "NoAns"):
+        if f"{key}_total" in metrics:
+            rows.append(
+                (
+                    f"{key} EM / F1 (n)",
+                    f"{metrics[f'{key}_exact']:.2f} / {metrics[f'{key}_f1']:.2f} "
+                    f"({metrics[f'{key}_total']})",
+                )
+            )
+    for key in ("exact", "f1"):
+        if f"best_{key}" in metrics:
+            rows.append(
+                (
+                    f"best {key} (threshold)",
+                    f"{metrics[f'best_{key}']:.2f} ({metrics[f'best_{key}_thresh']:.3f})",
+                )
+            )
+    if "eval_loss" in metrics:
+        rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
+    if "questions_per_second" in metrics:
+        rows.append(("questions / second", f"{metrics['questions_per_second']:.1f}"))
+    return format_table(rows, title="Evaluation")
+
+
+def _finish(
+    metrics: dict[str, Any],
+    examples: EvalExamples,
+    answers: Mapping[str, str],
+    output_dir: Path,
+    version_2: bool,
+) -> dict[str, Any]:
+    """Write metrics and the report, print both; returns ``metrics``."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    dropped = examples.report.examples_dropped
+    metrics["examples_dropped"] = dropped
+    metrics["output_dir"] = str(output_dir)
+    _write_json(output_dir / "metrics.json", metrics)
+    text = write_report(scored_rows(examples.records, answers), output_dir, version_2)
+    print(_summary(metrics))
+    if dropped:
+        reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())
+        print(f"\nLeft out {dropped} unusable questions: {reasons}")
+    print("\n" + text)
+    print(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
+    return metrics
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------
+
+
+def _run_config(model_dir: Path) -> Config:
+    """The config a run was trained with; defaults for other models or unreadable files."""
+    import yaml
+
+    from qa_finetune.infer import run_dir_of
+
+    run_dir = run_dir_of(model_dir)
+    if run_dir is None:
+        return Config()
+    try:
+        values = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        return Config.from_dict(values)
+    except (OSError, yaml.YAMLError, QAFinetuneError):
+        return Config()
+
+
+def evaluate_model(
+    model_ref: str | None,
+    data: str | None,
+    dataset: str | None,
+    split: str = "validation",
+    output_dir: Path | None = None,
+    version_2: bool = False,
+    max_samples: int | None = None,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    stride: int | None = None,
+) -> dict[str, Any]:
+    """Predict, score and report; ``model_ref=None`` means the latest run under outputs/."""
+    from datasets import Dataset
+
+    from qa_finetune.data import _to_dataset
+    from qa_finetune.infer import QuestionAnswerer, latest_run, run_dir_of
+    from qa_finetune.model_ref import resolve_model_dir
+    from qa_finetune.preprocess import prepare_eval_features
+
+    reference = model_ref or str(latest_run(RUNS_ROOT))
+    # Data problems are found before the (slow) model load.
+    examples = load_examples(data, dataset, split, version_2, max_samples)
+    model_dir = resolve_model_dir(reference)
+    run_dir = run_dir_of(model_dir)
+    inference = _run_config(model_dir).inference
+    answerer = QuestionAnswerer.load(
+        reference,
+        max_length=max_length,
+        stride=stride,
+        max_answer_length=inference.max_answer_length,
+        n_best=inference.n_best,
+        batch_size=batch_size,
+    )
+    answerer.check_questions(
+        [r["question"] for r in examples.records],
+        labels=[f"question {r['id']}: " for r in examples.records],
+    )
+    started = time.perf_counter()
+    example_set: Dataset = _to_dataset(examples.records)
+    features = example_set.map(
+        prepare_eval_features,
+        batched=True,
+        batch_size=1000,
+        fn_kwargs={"tokenizer": answerer.tokenizer, "spec": answerer.spec},
+        remove_columns=example_set.column_names,
+        desc="Evaluation windows",
+    )
+    config = InferenceConfig(
+        n_best=inference.n_best,
+        max_answer_length=inference.max_answer_length,
+        null_score_diff_threshold=inference.null_score_diff_threshold,
+        batch_size=batch_size,
+    )
+    result = evaluate_loaded(
+        answerer.model, answerer.tokenizer, example_set, features, config, version_2
+    )
+    seconds = time.perf_counter() - started
+    predictions = result.pop("predictions")
+
+    output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(output_dir / "predictions.json", predictions.answers)
+    _write_json(output_dir / "nbest_predictions.json", predictions.nbest)
+    if version_2:
+        odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
+        _write_json(output_dir / "null_odds.json", odds)
+    metrics = {
+        **result,
+        "data": examples.source,
+        "model": reference,
+        "version_2": version_2,
+        "features": len(features),
+        "max_length": answerer.spec.max_length,
+        "stride": answerer.spec.stride,
+        "n_best": config.n_best,
+        "max_answer_length": config.max_answer_length,
+        "seconds": round(seconds, 3),
+        "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
+    }
+    return _finish(metrics, examples, predictions.answers, output_dir, version_2)
+
+
+def read_predictions(path: Path) -> dict[str, str]:
+    """An official predictions file: one JSON object ``{question id: answer text}``."""
+    if not path.is_file():
+        raise EvaluationError(f"predictions file not found: {path}")
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise EvaluationError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(values, dict):
+        raise EvaluationError(
+            f"{path} must hold one JSON object {{question id: answer}} (official SQuAD format)"
+        )
+    for key, value in values.items():
+        if not isinstance(value, str):
+            raise EvaluationError(
+                f"{path}: the answer for id {key!r} is {type(value).__name__}, not text "
+                "(official SQuAD format {id: answer})"
+            )
+    return values
+
+
+def evaluate_predictions(
+    predictions_path: Path,
+    data: str | None,
+    dataset: str | None,
+    split: str = "validation",
+    output_dir: Path | None = None,
+    version_2: bool = False,
+) -> dict[str, Any]:
+    """Score an official predictions file; ids without a prediction score 0 (``missing``).
+
+    For v2, a ``null_odds.json`` beside the predictions enables the best-threshold search.
+    """
+    predictions_path = Path(predictions_path)
+    answers = read_predictions(predictions_path)
+    examples = load_examples(data, dataset, split, version_2)
+    gold = references(examples.records)
+    matched = sum(1 for key in answers if key in gold)
+    if answers and not matched:
+        raise EvaluationError(
+            f"none of the {len(answers)} ids in {predictions_path} is a question of "
+            f"{examples.source}: are these predictions for this data?"
+        )
+    null_diff = None
+    odds_path = predictions_path.with_name("null_odds.json")
+    if version_2 and odds_path.is_file():
+        odds = json.loads(odds_path.read_text(encoding="utf-8"))
+        null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
+    metrics = {
+        **score(answers, gold, version_2, null_diff),
+        "data": examples.source,
+        "model": None,
+        "predictions_file": str(predictions_path),
+        "unknown_ids": len(answers) - matched,
+        "version_2": version_2,
+    }
+    return _finish(metrics, examples, answers, output_dir or DEFAULT_OUTPUT, version_2)
