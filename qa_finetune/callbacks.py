@@ -51,9 +51,9 @@ class StepHooks(tf_keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.last_loss = float((logs or {}).get("loss", float("nan")))
         step = self._step()
-        if self._evaluate_every and step % self._evaluate_every == 0:
-            if self._validate(step, self.last_loss):
-                self.model.stop_training = True
+        due = self._evaluate_every and step % self._evaluate_every == 0
+        if due and self._validate(step, self.last_loss):
+            self.model.stop_training = True
         if self._checkpoint_every and step % self._checkpoint_every == 0:
             self._save(step)
 

@@ -90,7 +90,9 @@ def prepare(
     dataset: DatasetOption = None,
     model: ModelOption = None,
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
-    stride: Annotated[int | None, typer.Option(help="Tokens shared by consecutive windows.")] = None,
+    stride: Annotated[
+        int | None, typer.Option(help="Tokens shared by consecutive windows.")
+    ] = None,
     output_dir: OutputDirOption = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Fail on any repaired or dropped example.")
@@ -182,7 +184,9 @@ def _read_context(context: str | None, context_file: Path | None) -> str:
         return context
     if not sys.stdin.isatty():
         return sys.stdin.read()
-    raise QAFinetuneError("no context: pass --context TEXT, --context-file PATH or pipe it on stdin")
+    raise QAFinetuneError(
+        "no context: pass --context TEXT, --context-file PATH or pipe it on stdin"
+    )
 
 
 @app.command()
@@ -194,7 +198,8 @@ def ask(
         Path | None, typer.Option("--context-file", help="Read the context from a file.")
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Run dir, model dir or Hub id (default: latest run).")
+        str | None,
+        typer.Option("--model", "-m", help="Run dir, model dir or Hub id (default: latest run)."),
     ] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Number of answers.")] = 1,
     max_answer_length: Annotated[int, typer.Option(min=1, help="Longest answer, tokens.")] = 30,
@@ -258,7 +263,9 @@ def ask(
 @friendly_errors
 def evaluate(
     model: ModelOption = None,
-    data: Annotated[str | None, typer.Option("--data", help="Evaluation file (SQuAD JSON, ...).")] = None,
+    data: Annotated[
+        str | None, typer.Option("--data", help="Evaluation file (SQuAD JSON, ...).")
+    ] = None,
     dataset: DatasetOption = None,
     split: Annotated[str, typer.Option(help="Split of --dataset.")] = "validation",
     predictions: Annotated[
@@ -270,7 +277,9 @@ def evaluate(
     version_2: Annotated[
         bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
     ] = False,
-    max_samples: Annotated[int | None, typer.Option(min=1, help="Score the first N questions.")] = None,
+    max_samples: Annotated[
+        int | None, typer.Option(min=1, help="Score the first N questions.")
+    ] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 64,
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
@@ -328,8 +337,14 @@ def push(
     if dry_run and staging_dir is None:
         staging_dir = run_dir.parent / f"{run_dir.name}-hub-upload"
     result = push_run(
-        run_dir, repo_id, private=private, revision=revision, commit_message=commit_message,
-        token=token, dry_run=dry_run, staging_dir=staging_dir,
+        run_dir,
+        repo_id,
+        private=private,
+        revision=revision,
+        commit_message=commit_message,
+        token=token,
+        dry_run=dry_run,
+        staging_dir=staging_dir,
     )
     if dry_run:
         typer.echo(f"Dry run: would upload {len(result.files)} files from {result.staging_dir}:")

@@ -246,9 +246,8 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
     elif annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-    elif annotation is str:
-        if isinstance(value, str):
-            return value
+    elif annotation is str and isinstance(value, str):
+        return value
     raise ConfigError(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
 
 

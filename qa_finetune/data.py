@@ -203,7 +203,8 @@ def _rename_columns(row: dict[str, Any], config: DataConfig, path: Path) -> dict
     for required in ("context", "question"):
         if columns[required] not in row:
             raise DataError(
-                f"{path}: missing column '{columns[required]}' (found: {', '.join(map(str, row))}); "
+                f"{path}: missing column '{columns[required]}' "
+                f"(found: {', '.join(map(str, row))}); "
                 f"rename it or set --set data.{required}_column=NAME"
             )
     record = {name: row.get(source) for name, source in columns.items()}
@@ -276,7 +277,7 @@ def validate_records(
             continue
         texts, starts = [], []
         repaired = False
-        for text, start in zip(answers["text"], answers["answer_start"]):
+        for text, start in zip(answers["text"], answers["answer_start"], strict=False):
             if not isinstance(text, str) or not text.strip():
                 continue
             # Whitespace around an answer only moves its token boundaries; trim it.
@@ -355,7 +356,8 @@ def _load_hub_split(config: DataConfig, split: str) -> list[dict[str, Any]]:
         dataset = load_dataset(config.dataset, config.dataset_config, split=split)
     except (ConnectionError, OSError) as exc:
         raise DataError(
-            f"cannot load dataset '{config.dataset}' from the Hugging Face Hub ({type(exc).__name__}); "
+            f"cannot load dataset '{config.dataset}' from the Hugging Face Hub "
+            f"({type(exc).__name__}); "
             "check the name and the network, or pass local files with --train-file"
         ) from exc
     except ValueError as exc:

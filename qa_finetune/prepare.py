@@ -76,14 +76,18 @@ def _percentiles(values: np.ndarray) -> dict[str, int]:
     if not len(values):
         return {}
     points = np.percentile(values, [50, 90, 99]).round().astype(int)
-    return {"p50": int(points[0]), "p90": int(points[1]), "p99": int(points[2]), "max": int(values.max())}
+    return {
+        "p50": int(points[0]),
+        "p90": int(points[1]),
+        "p99": int(points[2]),
+        "max": int(values.max()),
+    }
 
 
 def _summarise(
     loaded: LoadedData, train: Any, validation: Any, spec: WindowSpec, fingerprint: str
 ) -> dict[str, Any]:
     """Counts for the prepare report, including how well labels match the gold answers."""
-    starts = np.asarray(train["start_positions"])
     label_text = train["label_text"]
     gold_texts = train["gold_texts"]
     example_ids = train["example_id"]
@@ -190,7 +194,7 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     train, validation = _build(config, loaded, tokenizer, spec)
     report = _summarise(loaded, train, validation, spec, fingerprint)
     train = train.remove_columns(["label_text", "gold_texts"])
-    validation_examples = loaded.splits["validation"] if "validation" in loaded.splits else None
+    validation_examples = loaded.splits.get("validation")
     _write_atomically(
         cache_dir,
         {"train": train, "validation": validation, "validation_examples": validation_examples},

@@ -28,7 +28,10 @@ def print_prepare_report(report: dict[str, Any], cache_dir: Path, reused: bool) 
         ("train features", f"{train['features']} ({train['windows_per_example']} windows/example)"),
         ("answers found", f"{train['answers_found']} of {train['answerable_examples']}"),
         ("answers lost to truncation", train["answers_lost_to_truncation"]),
-        ("label text matches gold", f"{train['label_match_rate']:.2%} of {train['windows_with_answer']} windows"),
+        (
+            "label text matches gold",
+            f"{train['label_match_rate']:.2%} of {train['windows_with_answer']} windows",
+        ),
         ("repaired / dropped", f"{train['answers_repaired']} / {train['examples_dropped']}"),
         (
             "window tokens p50/p90/p99/max",

@@ -22,10 +22,10 @@ from qa_finetune import run_dir as rundir
 from qa_finetune.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.evaluate import evaluate_loaded
 from qa_finetune.modeling import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.prepare import PreparedData, prepare
 from qa_finetune.tf_data import make_dataset, pad_multiple
-from qa_finetune.validation import validation_scores
 
 STATE_FILE = "state-{number}.json"
 
@@ -193,10 +193,19 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
             "loss": loss,
         }
         if prepared.validation is not None and prepared.validation_examples is not None:
-            scores = validation_scores(model, prepared, config)
+            scores = evaluate_loaded(
+                model,
+                tokenizer,
+                prepared.validation_examples,
+                prepared.validation,
+                config.inference,
+                config.data.version_2_with_negative,
+            )
+            scores.pop("predictions")
             row.update(scores)
             print(
-                f"\nvalidation at step {at_step}: EM {scores['exact_match']:.2f}  F1 {scores['f1']:.2f}  "
+                f"\nvalidation at step {at_step}: EM {scores['exact_match']:.2f}  "
+                f"F1 {scores['f1']:.2f}  "
                 f"loss {scores['eval_loss']:.4f}",
                 flush=True,
             )
@@ -237,7 +246,8 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
         _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks, interactive)
     except tf.errors.ResourceExhaustedError as exc:
         raise QAFinetuneError(
-            f"out of memory at batch size {config.train.batch_size}: lower --batch-size or --max-length"
+            f"out of memory at batch size {config.train.batch_size}: "
+            "lower --batch-size or --max-length"
         ) from exc
     if nan_guard.bad_step is not None:
         raise QAFinetuneError(

@@ -37,9 +37,8 @@ def minilm_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
     """A 2-layer, 32-wide random TF BERT QA model with the MiniLM tokenizer, saved to disk."""
-    from transformers import AutoTokenizer, BertConfig, TFBertForQuestionAnswering
-
     import tensorflow as tf
+    from transformers import AutoTokenizer, BertConfig, TFBertForQuestionAnswering
 
     tf.keras.utils.set_random_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_dir))

@@ -78,7 +78,7 @@ def test_set_option_parsing() -> None:
     assert parse_set_option("train.epochs=2.5") == {"train": {"epochs": 2.5}}
     assert parse_set_option("data.dataset=squad") == {"data": {"dataset": "squad"}}
     assert parse_set_option("data.train_file=null") == {"data": {"train_file": None}}
-    with pytest.raises(ConfigError, match="section.key=value"):
+    with pytest.raises(ConfigError, match=r"section\.key=value"):
         parse_set_option("epochs=2")
 
 

@@ -165,7 +165,7 @@ def test_configurable_column_names(tmp_path: Path) -> None:
 def test_missing_column_names_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"q": "When?", "context": CONTEXT}))
-    with pytest.raises(DataError, match="missing column 'question'.*data.question_column"):
+    with pytest.raises(DataError, match=r"missing column 'question'.*data\.question_column"):
         load_data(DataConfig(train_file=str(path)))
 
 
