@@ -101,7 +101,8 @@ def load_tokenizer(model_dir: Path) -> Any:
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
-    except (OSError, ValueError) as exc:
+    # A folder without tokenizer files surfaces as TypeError from deep inside transformers.
+    except (OSError, ValueError, TypeError) as exc:
         raise ModelReferenceError(
             f"{model_dir} has no usable tokenizer ({type(exc).__name__}): save one beside the "
             "model with tokenizer.save_pretrained"

