@@ -68,6 +68,17 @@ def split_paths(files: str) -> list[str]:
     return [part.strip() for part in files.split(",") if part.strip()]
 
 
+def check_files_exist(config: DataConfig) -> None:
+    """Fail early, before anything reads them, when configured data files are missing."""
+    for option, files in (
+        ("--train-file", config.train_file),
+        ("--validation-file", config.validation_file),
+    ):
+        for name in split_paths(files or ""):
+            if not Path(name).is_file():
+                raise DataError(f"data file not found: {name} (check the path given to {option})")
+
+
 def sample_data_path(name: str = "train") -> Path:
     """Path of a bundled sample file: ``train``, ``validation`` or ``unanswerable``."""
     return SAMPLE_DATA_DIR / f"{name}.json"

@@ -13,7 +13,7 @@ import numpy as np
 
 from qa_finetune import __version__
 from qa_finetune.config import Config
-from qa_finetune.data import LoadedData, load_data, split_paths
+from qa_finetune.data import LoadedData, check_files_exist, load_data, split_paths
 from qa_finetune.metrics import normalize_answer
 from qa_finetune.model_ref import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
 from qa_finetune.preprocess import (
@@ -183,6 +183,7 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     model_dir = resolve_model_dir(config.model.name_or_path, config.model.revision)
     tokenizer = load_tokenizer(model_dir)
     spec = window_spec(tokenizer, config.preprocess.max_length, config.preprocess.stride)
+    check_files_exist(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec)
     cache_dir = features_root(config) / fingerprint
     if not force and (cache_dir / "prepare_report.json").is_file():
