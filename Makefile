@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(BIN)/qa-finetune train --config configs/default.yaml --overwrite
 	$(BIN)/qa-finetune ask "In what year was the Corrin Telegraph Company established?" \
 		--model outputs/demo \
-		--context-file qa_finetune/sample_data/demo_context.txt
+		--context-file qa_finetune/sample_data/demo_context.txt --top-k 3
 
 test: $(STAMP)
 	$(BIN)/ruff check qa_finetune tests bench

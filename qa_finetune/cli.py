@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.native_logs import import_tensorflow_quietly
 
 # Locals are never shown in tracebacks: they can hold a Hub token.
 app = typer.Typer(
@@ -149,6 +150,7 @@ def train(
     """Fine-tune a QA model, evaluating each epoch; writes a self-describing run directory."""
     if push_to_hub and not repo_id:
         _fail("--push-to-hub needs --repo-id USER/NAME")
+    import_tensorflow_quietly()
     from qa_finetune.train import train as run_train
 
     resolved = _resolve(
@@ -222,7 +224,7 @@ def ask(
     output_dir: OutputDirOption = None,
 ) -> None:
     """Answer a question from a context of any length."""
-    from qa_finetune.infer import QuestionAnswerer, answer_batch_file, check_pair, latest_run
+    from qa_finetune.infer import check_pair, latest_run
 
     text = ""
     if batch is None:
@@ -232,6 +234,8 @@ def ask(
         text = _read_context(context, context_file)
         check_pair(question, text)
     reference = model or str(latest_run(Path(output_dir or "outputs")))
+    import_tensorflow_quietly()
+    from qa_finetune.infer import QuestionAnswerer, answer_batch_file
     answerer = QuestionAnswerer.load(
         reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
     )
@@ -285,6 +289,8 @@ def evaluate(
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
+    if predictions is None:
+        import_tensorflow_quietly()
     from qa_finetune.evaluate import evaluate_model, evaluate_predictions
 
     if data is None and dataset is None:
