@@ -96,18 +96,10 @@ def timed(call: Callable[[], T]) -> tuple[float, T]:
 def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     """Answers from ``evaluate_loaded``, with the evaluation features built as ``evaluate`` does."""
     from qa_finetune.data import _to_dataset
-    from qa_finetune.evaluate import evaluate_loaded
-    from qa_finetune.preprocess import prepare_eval_features
+    from qa_finetune.evaluate import evaluate_loaded, evaluation_features
 
     examples = _to_dataset(records)
-    features = examples.map(
-        prepare_eval_features,
-        batched=True,
-        batch_size=1000,
-        fn_kwargs={"tokenizer": answerer.tokenizer, "spec": answerer.spec},
-        remove_columns=examples.column_names,
-        desc="Evaluation windows",
-    )
+    features = evaluation_features(examples, answerer.tokenizer, answerer.spec)
     config = InferenceConfig(
         n_best=answerer.n_best,
         max_answer_length=answerer.max_answer_length,

@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._machine import cpu_model
 from qa_finetune.infer import QuestionAnswerer, make_spec
 from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
 
@@ -53,16 +56,6 @@ def load_pairs(path: Path, count: int, words: int) -> list[tuple[str, str]]:
             if len(pairs) == count:
                 return pairs
     return pairs
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def answerer_windows(answerer: QuestionAnswerer, question: str, context: str) -> list[Any]:

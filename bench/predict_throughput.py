@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._machine import cpu_model
 from qa_finetune.infer import _forward, _input_columns, make_spec, predict_features
 from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
 
@@ -37,17 +40,10 @@ MAX_LENGTH, STRIDE = 384, 128
 
 def build_features(path: Path, limit: int, tokenizer: Any) -> Any:
     from qa_finetune.data import _to_dataset
-    from qa_finetune.evaluate import load_examples
-    from qa_finetune.preprocess import prepare_eval_features
+    from qa_finetune.evaluate import evaluation_features, load_examples
 
     examples = _to_dataset(load_examples(str(path), None, max_samples=limit).records)
-    return examples.map(
-        prepare_eval_features,
-        batched=True,
-        fn_kwargs={"tokenizer": tokenizer, "spec": make_spec(tokenizer, MAX_LENGTH, STRIDE)},
-        remove_columns=examples.column_names,
-        desc="Windows",
-    )
+    return evaluation_features(examples, tokenizer, make_spec(tokenizer, MAX_LENGTH, STRIDE))
 
 
 def fixed_padding(model: Any, features: Any, batch_size: int, pad_id: int) -> np.ndarray:
@@ -84,16 +80,6 @@ def median_seconds(run: Callable[[], np.ndarray], repeats: int) -> tuple[float, 
         times.append(time.perf_counter() - began)
     assert result is not None
     return statistics.median(times), result
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:

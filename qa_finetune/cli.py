@@ -236,6 +236,7 @@ def ask(
     reference = model or str(latest_run(Path(output_dir or "outputs")))
     import_tensorflow_quietly()
     from qa_finetune.infer import QuestionAnswerer, answer_batch_file
+
     answerer = QuestionAnswerer.load(
         reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
     )

@@ -140,6 +140,20 @@ def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
     return float(np.mean((losses[0] + losses[1]) / 2)) if len(start) else None
 
 
+def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
+    """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
+    from qa_finetune.preprocess import prepare_eval_features
+
+    return examples.map(
+        prepare_eval_features,
+        batched=True,
+        batch_size=1000,
+        fn_kwargs={"tokenizer": tokenizer, "spec": spec},
+        remove_columns=examples.column_names,
+        desc="Evaluation windows",
+    )
+
+
 def evaluate_loaded(
     model: Any,
     tokenizer: Any,
@@ -294,7 +308,6 @@ def evaluate_model(
     from qa_finetune.data import _to_dataset
     from qa_finetune.infer import QuestionAnswerer, latest_run, run_dir_of
     from qa_finetune.model_ref import resolve_model_dir
-    from qa_finetune.preprocess import prepare_eval_features
 
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
@@ -316,14 +329,7 @@ def evaluate_model(
     )
     started = time.perf_counter()
     example_set: Dataset = _to_dataset(examples.records)
-    features = example_set.map(
-        prepare_eval_features,
-        batched=True,
-        batch_size=1000,
-        fn_kwargs={"tokenizer": answerer.tokenizer, "spec": answerer.spec},
-        remove_columns=example_set.column_names,
-        desc="Evaluation windows",
-    )
+    features = evaluation_features(example_set, answerer.tokenizer, answerer.spec)
     config = InferenceConfig(
         n_best=inference.n_best,
         max_answer_length=inference.max_answer_length,
