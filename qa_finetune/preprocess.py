@@ -183,14 +183,15 @@ def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) 
     question_encodings = encoder.backend.encode_batch(questions, add_special_tokens=False)
     context_encodings = encoder.backend.encode_batch(list(distinct), add_special_tokens=False)
     check_question_room([len(e.ids) for e in question_encodings], encoder.specials, spec)
-    windows, sample_map = [], []
+    windows: list[Any] = []
+    owners: list[int] = []
     for example, (question, context) in enumerate(
         zip(question_encodings, batch["context"], strict=True)
     ):
         pair = _pair_windows(encoder, question, context_encodings[distinct[context]], spec)
         windows.extend(pair)
-        sample_map.extend([example] * len(pair))
-    sample_map = np.asarray(sample_map, dtype=np.int64)
+        owners.extend([example] * len(pair))
+    sample_map = np.asarray(owners, dtype=np.int64)
     offsets = [w.offsets for w in windows]
     input_ids = [w.ids for w in windows]
     question_tokens = np.array([len(e.ids) for e in question_encodings], dtype=np.int64)
