@@ -29,7 +29,7 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 test-slow: $(STAMP)
-	$(BIN)/pytest -q -m slow --shared-data $(SHARED_DATA)
+	$(BIN)/pytest -q -m slow --shared-data=$(abspath $(SHARED_DATA))
 
 lint: $(STAMP)
 	$(BIN)/ruff check qa_finetune tests bench
