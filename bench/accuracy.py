@@ -95,10 +95,10 @@ def timed(call: Callable[[], T]) -> tuple[float, T]:
 
 def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     """Answers from ``evaluate_loaded``, with the evaluation features built as ``evaluate`` does."""
-    from qa_finetune.data import _to_dataset
+    from qa_finetune.data import to_dataset
     from qa_finetune.evaluate import evaluate_loaded, evaluation_features
 
-    examples = _to_dataset(records)
+    examples = to_dataset(records)
     features = evaluation_features(examples, answerer.tokenizer, answerer.spec)
     config = InferenceConfig(
         n_best=answerer.n_best,

@@ -39,10 +39,10 @@ MAX_LENGTH, STRIDE = 384, 128
 
 
 def build_features(path: Path, limit: int, tokenizer: Any) -> Any:
-    from qa_finetune.data import _to_dataset
+    from qa_finetune.data import to_dataset
     from qa_finetune.evaluate import evaluation_features, load_examples
 
-    examples = _to_dataset(load_examples(str(path), None, max_samples=limit).records)
+    examples = to_dataset(load_examples(str(path), None, max_samples=limit).records)
     return evaluation_features(examples, tokenizer, make_spec(tokenizer, MAX_LENGTH, STRIDE))
 
 

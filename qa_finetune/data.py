@@ -330,7 +330,8 @@ def validate_records(
 # --------------------------------------------------------------------------------------------
 
 
-def _to_dataset(records: list[dict[str, Any]]) -> Any:
+def to_dataset(records: list[dict[str, Any]]) -> Any:
+    """Validated records -> a ``datasets.Dataset`` with the standard columns and types."""
     from datasets import Dataset, Features, Sequence, Value
 
     features = Features(
@@ -360,7 +361,8 @@ def _split_by_context(
     return train, validation
 
 
-def _load_hub_split(config: DataConfig, split: str) -> list[dict[str, Any]]:
+def load_hub_split(config: DataConfig, split: str) -> list[dict[str, Any]]:
+    """One split of a Hub dataset as flat records, with a clear error when it cannot load."""
     from datasets import load_dataset
 
     try:
@@ -382,7 +384,7 @@ def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
     sources: dict[str, str] = {}
     if config.dataset:
         for name, split in (("train", config.train_split), ("validation", config.validation_split)):
-            raw[name] = _load_hub_split(config, split)
+            raw[name] = load_hub_split(config, split)
             sources[name] = f"{config.dataset}:{split}"
     else:
         for name, files in (("train", config.train_file), ("validation", config.validation_file)):
@@ -425,5 +427,5 @@ def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
 
     from datasets import DatasetDict
 
-    splits = DatasetDict({name: _to_dataset(records) for name, records in validated.items()})
+    splits = DatasetDict({name: to_dataset(records) for name, records in validated.items()})
     return LoadedData(splits=splits, reports=reports, sources=sources)

@@ -67,9 +67,9 @@ def load_examples(
         records = read_records(Path(data), config)
         source = data
     else:
-        from qa_finetune.data import _load_hub_split
+        from qa_finetune.data import load_hub_split
 
-        records = _load_hub_split(config, split)
+        records = load_hub_split(config, split)
         source = f"{dataset}:{split}"
     report = SplitReport()
     kept = validate_records(records, version_2, report)
@@ -305,7 +305,7 @@ def evaluate_model(
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/."""
     from datasets import Dataset
 
-    from qa_finetune.data import _to_dataset
+    from qa_finetune.data import to_dataset
     from qa_finetune.infer import QuestionAnswerer, latest_run, run_dir_of
     from qa_finetune.model_ref import resolve_model_dir
 
@@ -328,7 +328,7 @@ def evaluate_model(
         labels=[f"question {r['id']}: " for r in examples.records],
     )
     started = time.perf_counter()
-    example_set: Dataset = _to_dataset(examples.records)
+    example_set: Dataset = to_dataset(examples.records)
     features = evaluation_features(example_set, answerer.tokenizer, answerer.spec)
     config = InferenceConfig(
         n_best=inference.n_best,
