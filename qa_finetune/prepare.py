@@ -40,6 +40,7 @@ class PreparedData:
     fingerprint: str
     reused: bool
     model_dir: Path
+    tokenizer: Any  # the fast tokenizer the features were built with
 
 
 def _file_digest(path: str) -> str:
@@ -189,7 +190,15 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     if not force and (cache_dir / "prepare_report.json").is_file():
         train, validation, validation_examples, report = _load_cached(cache_dir)
         return PreparedData(
-            train, validation, validation_examples, report, cache_dir, fingerprint, True, model_dir
+            train,
+            validation,
+            validation_examples,
+            report,
+            cache_dir,
+            fingerprint,
+            True,
+            model_dir,
+            tokenizer,
         )
     loaded = load_data(config.data, seed=config.train.seed)
     train, validation = _build(config, loaded, tokenizer, spec)
@@ -203,5 +212,13 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     )
     train, validation, validation_examples, report = _load_cached(cache_dir)
     return PreparedData(
-        train, validation, validation_examples, report, cache_dir, fingerprint, False, model_dir
+        train,
+        validation,
+        validation_examples,
+        report,
+        cache_dir,
+        fingerprint,
+        False,
+        model_dir,
+        tokenizer,
     )

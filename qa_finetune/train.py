@@ -140,7 +140,7 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     prepared = prepare(config)
     if len(prepared.train) == 0:
         raise QAFinetuneError("no training windows were built: check the training data")
-    tokenizer = _load_tokenizer(prepared)
+    tokenizer = prepared.tokenizer
 
     tf_keras.utils.set_random_seed(config.train.seed)
     if not has_gpu():
@@ -258,12 +258,6 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     state.train_seconds += time.time() - started
     _finish(run_dir, config, prepared, state, schedule, step(), model, tokenizer)
     return run_dir
-
-
-def _load_tokenizer(prepared: PreparedData) -> Any:
-    from qa_finetune.model_ref import load_tokenizer
-
-    return load_tokenizer(prepared.model_dir)
 
 
 def _fit(
