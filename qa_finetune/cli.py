@@ -322,6 +322,25 @@ def evaluate(
 
 @app.command()
 @friendly_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory with checkpoints/.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Model folder (default: RUN/model-step-N).")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing output folder.")
+    ] = False,
+) -> None:
+    """Save a run's latest checkpoint as a model folder (final or interrupted-run weights)."""
+    import_tensorflow_quietly()
+    from qa_finetune.export import export_checkpoint
+
+    target = export_checkpoint(run_dir, output, overwrite=overwrite)
+    typer.echo(f"Saved {target}")
+
+
+@app.command()
+@friendly_errors
 def push(
     run_dir: Annotated[Path, typer.Argument(help="Run directory to publish.")],
     repo_id: Annotated[str, typer.Option("--repo-id", help="Hub repository USER/NAME.")],

@@ -121,6 +121,9 @@ class TrainConfig:
     # Optimizer steps between checkpoints (also saved at every epoch end); null = epochs only.
     checkpoint_every_steps: int | None = 500
     early_stopping_patience: int | None = None
+    # Which weights become model/: the best validation F1 (best), or the final ones (last),
+    # for when the validation set only monitors a run and is not the target domain.
+    keep_model: str = "best"
     max_steps: int | None = None
     run_name: str | None = None
     output_dir: str = "outputs"
@@ -156,6 +159,11 @@ class TrainConfig:
             self.strategy in {"auto", "default", "mirrored", "multi_worker", "tpu"},
             "train.strategy",
             f"must be auto, default, mirrored, multi_worker or tpu, got {self.strategy!r}",
+        )
+        _check(
+            self.keep_model in {"best", "last"},
+            "train.keep_model",
+            f"must be best or last, got {self.keep_model!r}",
         )
         for key in (
             "eval_every_steps",

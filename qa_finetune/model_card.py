@@ -259,7 +259,9 @@ def _summary(
         facts.append(f"{training['steps']} steps")
     if _number(training.get("train_seconds")) is not None:
         facts.append(f"{training['train_seconds'] / 60:.1f} minutes")
-    if training.get("best_epoch") is not None:
+    if training.get("kept_model") == "last":
+        facts.append("final weights kept")
+    elif training.get("best_epoch") is not None:
         facts.append(f"best epoch {training['best_epoch']}")
     if facts:
         lines += ["", "Training: " + ", ".join(facts) + "."]

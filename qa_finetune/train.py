@@ -216,7 +216,8 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
             state.best_f1 = f1
             state.best_metrics = row
             state.evals_without_improvement = 0
-            rundir.save_model_atomic(model, tokenizer, run_dir)
+            if config.train.keep_model == "best":
+                rundir.save_model_atomic(model, tokenizer, run_dir)
         else:
             state.evals_without_improvement += 1
         patience = config.train.early_stopping_patience
@@ -312,16 +313,22 @@ def _finish(
     model: Any,
     tokenizer: Any,
 ) -> None:
-    """Write metrics, curves and the model (when no validation chose one)."""
-    if not (run_dir / rundir.MODEL_DIR).exists():
+    """Write metrics, curves and the model (when no validation chose one, or the last
+    weights are the ones to keep)."""
+    keep_last = config.train.keep_model == "last"
+    if keep_last or not (run_dir / rundir.MODEL_DIR).exists():
         rundir.save_model_atomic(model, tokenizer, run_dir)
     best = state.best_metrics
+    # The scores describe the weights in model/: the final evaluation when those are kept.
+    kept = state.history[-1] if keep_last and state.history else best
     metrics = {
+        "kept_model": config.train.keep_model,
         "best_epoch": best.get("epoch"),
         "best_step": best.get("step"),
-        "exact_match": best.get("exact_match"),
-        "f1": best.get("f1"),
-        "eval_loss": best.get("eval_loss"),
+        "best_f1": best.get("f1"),
+        "exact_match": kept.get("exact_match"),
+        "f1": kept.get("f1"),
+        "eval_loss": kept.get("eval_loss"),
         "train_loss": state.history[-1].get("loss") if state.history else None,
         "train_data": prepared.report["sources"].get("train"),
         "eval_data": prepared.report["sources"].get("validation"),

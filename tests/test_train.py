@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import subprocess
@@ -187,3 +188,49 @@ def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path:
     )
     assert "RESULT True True True" in result.stdout, result.stdout[-2000:] + result.stderr[-3000:]
     assert "2 replica" in result.stdout
+
+
+def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """keep_model=last writes the final weights and reports the final evaluation; exporting
+    the last checkpoint gives those same weights."""
+    import numpy as np
+    from transformers import TFAutoModelForQuestionAnswering
+
+    from qa_finetune.export import export_checkpoint
+    from qa_finetune.modeling import load_qa_model
+    from qa_finetune.train import train
+
+    run_dir = train(tiny_config(tiny_model_dir, tmp_path, epochs=3, keep_model="last"))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    with (run_dir / "history.csv").open(encoding="utf-8") as handle:
+        history = list(csv.DictReader(handle))
+    assert metrics["kept_model"] == "last"
+    assert len(history) == 3
+    assert metrics["f1"] == pytest.approx(float(history[-1]["f1"]))
+
+    exported = export_checkpoint(run_dir)
+    assert exported == run_dir / f"model-step-{metrics['steps']}"
+    kept = TFAutoModelForQuestionAnswering.from_pretrained(run_dir / "model")
+    restored = TFAutoModelForQuestionAnswering.from_pretrained(exported)
+    base = load_qa_model(tiny_model_dir)
+    pairs = list(zip(kept.trainable_weights, restored.trainable_weights, strict=True))
+    for a, b in pairs:
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert any(
+        not np.array_equal(a.numpy(), b.numpy())
+        for a, b in zip(kept.trainable_weights, base.trainable_weights, strict=True)
+    )
+    with pytest.raises(QAFinetuneError, match="already exists"):
+        export_checkpoint(run_dir)
+
+
+def test_export_needs_a_checkpoint(tmp_path: Path) -> None:
+    from qa_finetune.export import export_checkpoint
+
+    with pytest.raises(QAFinetuneError, match="no training checkpoint"):
+        export_checkpoint(tmp_path)
+
+
+def test_unknown_keep_model_is_a_config_error() -> None:
+    with pytest.raises(QAFinetuneError, match=r"train\.keep_model"):
+        Config.from_dict({"train": {"keep_model": "newest"}})
