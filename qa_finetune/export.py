@@ -7,7 +7,6 @@ gives a folder that ``ask``, ``evaluate`` and ``from_pretrained`` load like any 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from qa_finetune import run_dir as rundir
@@ -60,13 +59,4 @@ def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool
             f"{path} does not fit the model in {source}: the checkpoint belongs to another "
             "architecture"
         ) from exc
-    tokenizer = load_tokenizer(source)
-
-    staging = target.with_name(target.name + ".tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
-    return target
+    return rundir.save_model_atomic(model, load_tokenizer(source), target)

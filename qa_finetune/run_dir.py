@@ -57,14 +57,13 @@ def write_json(path: Path, values: Any) -> None:
     write_text_atomic(path, json.dumps(values, indent=2, default=str) + "\n")
 
 
-def save_model_atomic(model: Any, tokenizer: Any, run_dir: Path) -> Path:
-    """``save_pretrained`` into ``model.tmp/``, then swap it in for ``model/``."""
-    target = run_dir / MODEL_DIR
-    staging = run_dir / f"{MODEL_DIR}.tmp"
+def save_model_atomic(model: Any, tokenizer: Any, target: Path) -> Path:
+    """``save_pretrained`` into ``<target>.tmp/``, then swap it in for ``target``."""
+    staging = target.with_name(f"{target.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(str(staging))
     tokenizer.save_pretrained(str(staging))
-    previous = run_dir / f"{MODEL_DIR}.old"
+    previous = target.with_name(f"{target.name}.old")
     shutil.rmtree(previous, ignore_errors=True)
     if target.exists():
         target.rename(previous)

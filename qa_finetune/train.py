@@ -217,7 +217,7 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
             state.best_metrics = row
             state.evals_without_improvement = 0
             if config.train.keep_model == "best":
-                rundir.save_model_atomic(model, tokenizer, run_dir)
+                rundir.save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
         else:
             state.evals_without_improvement += 1
         patience = config.train.early_stopping_patience
@@ -317,7 +317,7 @@ def _finish(
     weights are the ones to keep)."""
     keep_last = config.train.keep_model == "last"
     if keep_last or not (run_dir / rundir.MODEL_DIR).exists():
-        rundir.save_model_atomic(model, tokenizer, run_dir)
+        rundir.save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
     best = state.best_metrics
     # The scores describe the weights in model/: the final evaluation when those are kept.
     kept = state.history[-1] if keep_last and state.history else best
