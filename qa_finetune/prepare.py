@@ -187,29 +187,21 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     check_files_exist(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec)
     cache_dir = features_root(config) / fingerprint
-    if not force and (cache_dir / "prepare_report.json").is_file():
-        train, validation, validation_examples, report = _load_cached(cache_dir)
-        return PreparedData(
-            train,
-            validation,
-            validation_examples,
-            report,
+    cached = not force and (cache_dir / "prepare_report.json").is_file()
+    if not cached:
+        loaded = load_data(config.data, seed=config.train.seed)
+        train, validation = _build(config, loaded, tokenizer, spec)
+        report = _summarise(loaded, train, validation, spec, fingerprint)
+        _write_atomically(
             cache_dir,
-            fingerprint,
-            True,
-            model_dir,
-            tokenizer,
+            {
+                "train": train.remove_columns(["label_text", "gold_texts"]),
+                "validation": validation,
+                "validation_examples": loaded.splits.get("validation"),
+            },
+            report,
         )
-    loaded = load_data(config.data, seed=config.train.seed)
-    train, validation = _build(config, loaded, tokenizer, spec)
-    report = _summarise(loaded, train, validation, spec, fingerprint)
-    train = train.remove_columns(["label_text", "gold_texts"])
-    validation_examples = loaded.splits.get("validation")
-    _write_atomically(
-        cache_dir,
-        {"train": train, "validation": validation, "validation_examples": validation_examples},
-        report,
-    )
+    # Fresh or reused, the features are read back memory-mapped from the cache.
     train, validation, validation_examples, report = _load_cached(cache_dir)
     return PreparedData(
         train,
@@ -218,7 +210,7 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
         report,
         cache_dir,
         fingerprint,
-        False,
+        cached,
         model_dir,
         tokenizer,
     )
