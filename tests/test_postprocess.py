@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from functools import partial
 
 import numpy as np
 import pytest
@@ -220,7 +221,8 @@ def test_postprocess_predictions_v1() -> None:
 
 def test_postprocess_predictions_v2_null() -> None:
     example_ids, contexts, feature_ids, start, end, offsets, cls_index = _two_examples()
-    out = postprocess_predictions(
+    score = partial(
+        postprocess_predictions,
         example_ids,
         contexts,
         feature_ids,
@@ -230,23 +232,14 @@ def test_postprocess_predictions_v2_null() -> None:
         cls_index=cls_index,
         version_2_with_negative=True,
     )
+    out = score()
     # a: null 6 + 6 = 12, best 4: diff 8 > 0 -> "".
     # b: null = min(1 + 1, 0 + 0) = 0 (second window), best 8: diff -8 -> "Paris".
     assert out.answers == {"a": "", "b": "Paris"}
     assert out.null_score_diff == {"a": 8.0, "b": -8.0}
     assert out.nbest["a"][0]["text"] == "cat"  # the n-best list keeps the spans
     # A threshold above 8 lets "cat" through.
-    out = postprocess_predictions(
-        example_ids,
-        contexts,
-        feature_ids,
-        start,
-        end,
-        offsets,
-        cls_index=cls_index,
-        version_2_with_negative=True,
-        null_score_diff_threshold=8.5,
-    )
+    out = score(null_score_diff_threshold=8.5)
     assert out.answers == {"a": "cat", "b": "Paris"}
 
 
