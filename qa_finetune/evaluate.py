@@ -274,22 +274,6 @@ def _finish(
 # --------------------------------------------------------------------------------------------
 
 
-def _run_config(model_dir: Path) -> Config:
-    """The config a run was trained with; defaults for other models or unreadable files."""
-    import yaml
-
-    from qa_finetune.infer import run_dir_of
-
-    run_dir = run_dir_of(model_dir)
-    if run_dir is None:
-        return Config()
-    try:
-        values = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-        return Config.from_dict(values)
-    except (OSError, yaml.YAMLError, QAFinetuneError):
-        return Config()
-
-
 def evaluate_model(
     model_ref: str | None,
     data: str | None,
@@ -306,7 +290,7 @@ def evaluate_model(
     from datasets import Dataset
 
     from qa_finetune.data import to_dataset
-    from qa_finetune.infer import QuestionAnswerer, latest_run, run_dir_of
+    from qa_finetune.infer import QuestionAnswerer, latest_run, run_config, run_dir_of
     from qa_finetune.model_ref import resolve_model_dir
 
     reference = model_ref or str(latest_run(RUNS_ROOT))
@@ -314,7 +298,7 @@ def evaluate_model(
     examples = load_examples(data, dataset, split, version_2, max_samples)
     model_dir = resolve_model_dir(reference)
     run_dir = run_dir_of(model_dir)
-    inference = _run_config(model_dir).inference
+    inference = (run_config(model_dir) or Config()).inference
     answerer = QuestionAnswerer.load(
         reference,
         max_length=max_length,

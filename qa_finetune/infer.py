@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from qa_finetune.config import Config, load_config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.postprocess import null_score, postprocess_predictions
 from qa_finetune.preprocess import WindowSpec, make_windows, window_spec
@@ -279,12 +280,12 @@ class QuestionAnswerer:
         from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
 
         model_dir = resolve_model_dir(reference)
-        trained = run_preprocess_settings(model_dir)
+        trained = run_config(model_dir)
         if max_length is None:
-            max_length = trained.get("max_length", DEFAULT_MAX_LENGTH)
+            max_length = trained.preprocess.max_length if trained else DEFAULT_MAX_LENGTH
         if stride is None:
             # Half a window at most, so a smaller --max-length alone still works.
-            stride = min(trained.get("stride", DEFAULT_STRIDE), max_length // 2)
+            stride = min(trained.preprocess.stride if trained else DEFAULT_STRIDE, max_length // 2)
         tokenizer = load_tokenizer(model_dir)
         spec = make_spec(tokenizer, max_length, stride)
         for name, value in (
@@ -424,25 +425,15 @@ def run_dir_of(model_dir: Path) -> Path | None:
     return None
 
 
-def run_preprocess_settings(model_dir: Path) -> dict[str, int]:
-    """``max_length``/``stride`` from the run's ``config.yaml``; empty for other models."""
-    import yaml
-
+def run_config(model_dir: Path) -> Config | None:
+    """The config a run was trained with; None for other models or an unreadable file."""
     run_dir = run_dir_of(model_dir)
     if run_dir is None:
-        return {}
+        return None
     try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-    section = config.get("preprocess") if isinstance(config, Mapping) else None
-    if not isinstance(section, Mapping):
-        return {}
-    return {
-        key: value
-        for key, value in section.items()
-        if key in ("max_length", "stride") and isinstance(value, int) and value >= 0
-    }
+        return load_config(run_dir / "config.yaml")
+    except (OSError, QAFinetuneError):
+        return None
 
 
 def get_answer(tokenizer: Any, model: Any, question: str, context: str) -> str:
