@@ -25,6 +25,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.eval_report import scored_rows, write_report
 from qa_finetune.metrics import squad_v1, squad_v2
 from qa_finetune.report import format_table
+from qa_finetune.run_dir import write_json
 
 DEFAULT_OUTPUT = Path("eval")
 RUNS_ROOT = Path("outputs")
@@ -200,12 +201,6 @@ def evaluate_loaded(
 # --------------------------------------------------------------------------------------------
 
 
-def _write_json(path: Path, values: Any) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(values, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    temporary.replace(path)
-
-
 def _finite(value: float) -> float:
     return value if math.isfinite(value) else math.copysign(_NULL_ODDS_CAP, value)
 
@@ -258,7 +253,7 @@ def _finish(
     dropped = examples.report.examples_dropped
     metrics["examples_dropped"] = dropped
     metrics["output_dir"] = str(output_dir)
-    _write_json(output_dir / "metrics.json", metrics)
+    write_json(output_dir / "metrics.json", metrics)
     text = write_report(scored_rows(examples.records, answers), output_dir, version_2)
     print(_summary(metrics))
     if dropped:
@@ -328,11 +323,11 @@ def evaluate_model(
 
     output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
     output_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(output_dir / "predictions.json", predictions.answers)
-    _write_json(output_dir / "nbest_predictions.json", predictions.nbest)
+    write_json(output_dir / "predictions.json", predictions.answers)
+    write_json(output_dir / "nbest_predictions.json", predictions.nbest)
     if version_2:
         odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
-        _write_json(output_dir / "null_odds.json", odds)
+        write_json(output_dir / "null_odds.json", odds)
     metrics = {
         **result,
         "data": examples.source,

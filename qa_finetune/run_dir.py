@@ -54,7 +54,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, values: Any) -> None:
-    write_text_atomic(path, json.dumps(values, indent=2, default=str) + "\n")
+    """Indented UTF-8 JSON (answers keep their accents), written atomically."""
+    write_text_atomic(path, json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def save_model_atomic(model: Any, tokenizer: Any, target: Path) -> Path:
