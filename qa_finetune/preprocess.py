@@ -81,7 +81,8 @@ class PairEncoder:
     identical to the tokenizer's own pair call (a test compares them).
     """
 
-    backend: Any
+    raw: Any  # encodes single texts with no post-processing at all
+    backend: Any  # the full tokenizer, whose post-processor joins a pair
     specials: int
     direction: str
 
@@ -95,7 +96,13 @@ def pair_encoder(tokenizer: Any) -> PairEncoder:
         backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
         backend.no_padding()
         backend.no_truncation()
+        # Encoding a single text still runs the post-processor, and byte-level BPE's one
+        # trims leading spaces from offsets. Post-processing the pair later would trim them
+        # a second time (one character late), so the parts are encoded with none.
+        raw = Tokenizer.from_str(backend.to_str())
+        raw.post_processor = None
         cache["encoder"] = PairEncoder(
+            raw,
             backend,
             tokenizer.num_special_tokens_to_add(pair=True),
             getattr(tokenizer, "truncation_side", "right"),
@@ -180,8 +187,8 @@ def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) 
     encoder = pair_encoder(tokenizer)
     questions = [q.strip() for q in batch["question"]]
     distinct = {c: i for i, c in enumerate(dict.fromkeys(batch["context"]))}
-    question_encodings = encoder.backend.encode_batch(questions, add_special_tokens=False)
-    context_encodings = encoder.backend.encode_batch(list(distinct), add_special_tokens=False)
+    question_encodings = encoder.raw.encode_batch(questions, add_special_tokens=False)
+    context_encodings = encoder.raw.encode_batch(list(distinct), add_special_tokens=False)
     check_question_room([len(e.ids) for e in question_encodings], encoder.specials, spec)
     windows: list[Any] = []
     owners: list[int] = []
