@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import machine_line
 from qa_finetune.config import InferenceConfig
+from qa_finetune.core.metrics import squad_v1
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.evaluate import load_examples, references
-from qa_finetune.infer import QuestionAnswerer
-from qa_finetune.metrics import squad_v1
+from qa_finetune.evaluation.evaluate import load_examples, references
+from qa_finetune.inference.answerer import QuestionAnswerer
 
 T = TypeVar("T")
 Records = list[dict[str, Any]]
@@ -95,8 +95,8 @@ def timed(call: Callable[[], T]) -> tuple[float, T]:
 
 def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     """Answers from ``evaluate_loaded``, with the evaluation features built as ``evaluate`` does."""
-    from qa_finetune.data import to_dataset
-    from qa_finetune.evaluate import evaluate_loaded, evaluation_features
+    from qa_finetune.core.data import to_dataset
+    from qa_finetune.evaluation.evaluate import evaluate_loaded, evaluation_features
 
     examples = to_dataset(records)
     features = evaluation_features(examples, answerer.tokenizer, answerer.spec)
@@ -150,7 +150,7 @@ def decode_notebook(answerer: QuestionAnswerer, records: Records) -> dict[str, s
     ``predict_features`` fills positions past each question's last token with a very low
     logit, so each argmax sees exactly the tokens the notebook's one-question call sees.
     """
-    from qa_finetune.infer import predict_features
+    from qa_finetune.inference.answerer import predict_features
 
     tokenizer = answerer.tokenizer
     encoding = notebook_encoding(answerer, records)
@@ -244,7 +244,7 @@ def decode_pipeline(answerer: QuestionAnswerer, pipe: Any, records: Records) -> 
 
 def warm_up(answerer: QuestionAnswerer, pipe: Any, records: Records) -> None:
     """Trace the compiled forward and make the pipeline's first call before any timing."""
-    from qa_finetune.infer import predict_features
+    from qa_finetune.inference.answerer import predict_features
 
     encoding = notebook_encoding(answerer, records[:2])
     # compile=True traces the graph that later calls (ours and the notebook's) reuse.
@@ -296,7 +296,7 @@ def print_results(
 
 
 def run(args: argparse.Namespace) -> None:
-    from qa_finetune.model_ref import resolve_model_dir
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     # Data problems show before the (slow) model load.
     records = load_examples(args.data, None, max_samples=args.limit).records

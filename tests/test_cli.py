@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from qa_finetune.cli import app
+from qa_finetune.cli.app import app
 from qa_finetune.config import Config
-from qa_finetune.data import sample_data_path
+from qa_finetune.core.data import sample_data_path
 
 runner = CliRunner()
 

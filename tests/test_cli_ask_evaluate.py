@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from qa_finetune.cli import app
+from qa_finetune.cli.app import app
 
 CONTEXT = (
     "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931. "
@@ -131,7 +131,8 @@ def test_evaluate_without_data_fails(tmp_path: Path) -> None:
 def test_help_and_light_modules_do_not_import_tensorflow() -> None:
     code = (
         "import sys\n"
-        "import qa_finetune.cli, qa_finetune.eval_report, qa_finetune.evaluate, qa_finetune.infer\n"
+        "import qa_finetune.cli, qa_finetune.evaluation.report\n"
+        "import qa_finetune.evaluation.evaluate, qa_finetune.inference.answerer\n"
         "try:\n"
         "    qa_finetune.cli.app(['--help'])\n"
         "except SystemExit:\n"

@@ -13,7 +13,13 @@ import pytest
 
 from qa_finetune.config import InferenceConfig
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.eval_report import (
+from qa_finetune.evaluation.evaluate import (
+    evaluate_loaded,
+    evaluate_model,
+    evaluate_predictions,
+    feature_offsets,
+)
+from qa_finetune.evaluation.report import (
     Scored,
     answer_bucket,
     context_buckets,
@@ -21,12 +27,6 @@ from qa_finetune.eval_report import (
     per_question,
     score_question,
     write_report,
-)
-from qa_finetune.evaluate import (
-    evaluate_loaded,
-    evaluate_model,
-    evaluate_predictions,
-    feature_offsets,
 )
 
 BRIDGE = (
@@ -195,9 +195,9 @@ class PeakModel:
 def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> None:
     from datasets import Dataset
 
-    from qa_finetune.infer import make_spec
-    from qa_finetune.model_ref import load_tokenizer
-    from qa_finetune.preprocess import prepare_eval_features
+    from qa_finetune.core.windows import prepare_eval_features
+    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.modeling.reference import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)
     contexts = [
@@ -230,10 +230,10 @@ def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> Non
 def test_feature_offsets_match_postprocess(tiny_model_dir: Path) -> None:
     from datasets import Dataset
 
-    from qa_finetune.infer import make_spec
-    from qa_finetune.model_ref import load_tokenizer
-    from qa_finetune.postprocess import offsets_to_array
-    from qa_finetune.preprocess import prepare_eval_features
+    from qa_finetune.core.spans import offsets_to_array
+    from qa_finetune.core.windows import prepare_eval_features
+    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.modeling.reference import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)
     examples = Dataset.from_dict(

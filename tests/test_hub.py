@@ -31,7 +31,7 @@ from huggingface_hub.utils import reset_sessions
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.hub import push_run
+from qa_finetune.publish.hub import push_run
 
 TOKEN = "hf_TestTokenThatMustNeverLeak0123456789"
 REPO_ID = "someone/minilm-squad"
@@ -529,7 +529,7 @@ def test_token_never_leaks(
 
 def test_push_modules_do_not_import_tensorflow() -> None:
     code = (
-        "import sys, qa_finetune.hub, qa_finetune.model_card; "
+        "import sys, qa_finetune.publish.hub, qa_finetune.publish.model_card; "
         "sys.exit(any(m in sys.modules for m in ('tensorflow', 'transformers')))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

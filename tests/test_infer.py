@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from qa_finetune.core.windows import make_windows, prepare_eval_features
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.infer import (
+from qa_finetune.inference.answerer import (
     LOGIT_FILL,
     QuestionAnswerer,
     answer_batch_file,
@@ -22,7 +23,6 @@ from qa_finetune.infer import (
     make_spec,
     predict_features,
 )
-from qa_finetune.preprocess import make_windows, prepare_eval_features
 
 SHORT_CONTEXT = (
     "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931. "
@@ -56,7 +56,7 @@ class PeakModel:
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir: Path) -> Any:
-    from qa_finetune.model_ref import load_tokenizer
+    from qa_finetune.modeling.reference import load_tokenizer
 
     return load_tokenizer(tiny_model_dir)
 
@@ -141,7 +141,7 @@ def test_predict_features_empty_and_bad_batch_size(answerer: QuestionAnswerer) -
 
 
 def test_short_calls_run_eagerly_and_long_ones_compile(tokenizer: Any) -> None:
-    from qa_finetune.infer import COMPILE_AFTER_BATCHES
+    from qa_finetune.inference.answerer import COMPILE_AFTER_BATCHES
 
     model = PeakModel(tokenizer.convert_tokens_to_ids("zebra"))
     windows = {"input_ids": [[101, 29145, 102]] * 4, "attention_mask": [[1, 1, 1]] * 4}

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from qa_finetune.config import Config, apply_overrides
-from qa_finetune.model_card import base_model_id, build_model_card
+from qa_finetune.publish.model_card import base_model_id, build_model_card
 
 REPO_ID = "someone/minilm-squad"
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from qa_finetune import postprocess
-from qa_finetune.postprocess import (
+from qa_finetune.core import spans as postprocess
+from qa_finetune.core.spans import (
     Span,
     best_spans,
     null_score,
@@ -432,7 +432,7 @@ def test_block_and_fallback_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_import_keeps_tensorflow_out() -> None:
     code = (
-        "import sys, qa_finetune.postprocess, qa_finetune.metrics; "
+        "import sys, qa_finetune.core.spans, qa_finetune.core.metrics; "
         "bad = [m for m in ('tensorflow', 'transformers', 'torch') if m in sys.modules]; "
         "assert not bad, bad"
     )

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qa_finetune.preprocess import (
+from qa_finetune.core.windows import (
     PreprocessError,
     align_answer_span,
     prepare_eval_features,
@@ -182,7 +182,7 @@ def test_labels_cover_the_answer_and_windows_cover_the_context(
 
 @pytest.mark.parametrize("left", [False, True])
 def test_windows_equal_the_tokenizers_own_pair_call(tokenizer: Any, left: bool) -> None:
-    from qa_finetune.preprocess import make_windows
+    from qa_finetune.core.windows import make_windows
 
     tok = copy.copy(tokenizer)
     tok.padding_side = "left" if left else "right"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_squad_dev_labels_match_gold_answers(
     shared_data: Path, tmp_path: Path, max_length: int, stride: int
 ) -> None:
-    from qa_finetune.prepare import prepare
+    from qa_finetune.training.prepare import prepare
 
     config = Config.from_dict(
         {
@@ -37,7 +37,7 @@ def test_squad_dev_labels_match_gold_answers(
 def test_answers_from_whole_articles_are_exact_substrings(
     shared_data: Path, tiny_model_dir: Path
 ) -> None:
-    from qa_finetune.infer import QuestionAnswerer
+    from qa_finetune.inference.answerer import QuestionAnswerer
 
     answerer = QuestionAnswerer.load(str(tiny_model_dir), max_length=384, stride=128)
     articles = json.loads((shared_data / "squad-v1.1-dev.json").read_text())["data"]
@@ -52,7 +52,7 @@ def test_answers_from_whole_articles_are_exact_substrings(
 def test_evaluate_scores_a_predictions_file_like_the_official_definition(
     shared_data: Path, tmp_path: Path
 ) -> None:
-    from qa_finetune.evaluate import evaluate_predictions
+    from qa_finetune.evaluation.evaluate import evaluate_predictions
 
     data = json.loads((shared_data / "squad-v1.1-dev.json").read_text())
     # Predict the first gold answer for every other question and nothing for the rest.

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from qa_finetune.config import Config
-from qa_finetune.data import sample_data_path
+from qa_finetune.core.data import sample_data_path
 from qa_finetune.errors import QAFinetuneError
 
 
@@ -46,7 +46,7 @@ def tiny_config(model_dir: Path, output_dir: Path, **train: Any) -> Config:
 
 @pytest.fixture(scope="module")
 def finished_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from qa_finetune.train import train
+    from qa_finetune.training.train import train
 
     return train(tiny_config(tiny_model_dir, tmp_path_factory.mktemp("runs")))
 
@@ -87,7 +87,7 @@ def test_saved_model_loads_with_transformers_alone(finished_run: Path) -> None:
 
 
 def test_existing_run_is_not_overwritten(finished_run: Path, tiny_model_dir: Path) -> None:
-    from qa_finetune.train import train
+    from qa_finetune.training.train import train
 
     before = (finished_run / "model" / "tf_model.h5").read_bytes()
     with pytest.raises(QAFinetuneError, match="--overwrite"):
@@ -96,7 +96,7 @@ def test_existing_run_is_not_overwritten(finished_run: Path, tiny_model_dir: Pat
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from qa_finetune.train import train
+    from qa_finetune.training.train import train
 
     with pytest.raises(QAFinetuneError, match="nothing to resume"):
         train(tiny_config(tiny_model_dir, tmp_path), resume=True)
@@ -105,8 +105,8 @@ def test_resume_without_checkpoint_is_an_error(tmp_path: Path, tiny_model_dir: P
 def test_interrupted_run_resumes_to_the_same_total_steps(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune import callbacks
-    from qa_finetune.train import train
+    from qa_finetune.training import callbacks
+    from qa_finetune.training.train import train
 
     original = callbacks.StepHooks.on_train_batch_end
 
@@ -131,7 +131,7 @@ def test_interrupted_run_resumes_to_the_same_total_steps(
 
 
 def test_same_seed_same_metrics(finished_run: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    from qa_finetune.train import train
+    from qa_finetune.training.train import train
 
     again = train(tiny_config(tiny_model_dir, tmp_path))
     first = json.loads((finished_run / "metrics.json").read_text())
@@ -141,7 +141,7 @@ def test_same_seed_same_metrics(finished_run: Path, tiny_model_dir: Path, tmp_pa
 
 
 def test_nan_guard_stops_and_names_the_step() -> None:
-    from qa_finetune.callbacks import NanGuard
+    from qa_finetune.training.callbacks import NanGuard
 
     class FakeModel:
         stop_training = False
@@ -164,10 +164,10 @@ def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from qa_finetune.modeling import load_qa_model
+        from qa_finetune.modeling.loading import load_qa_model
         from pathlib import Path
         from tests.test_train import tiny_config
-        from qa_finetune.train import train
+        from qa_finetune.training.train import train
         before = load_qa_model(Path({str(tiny_model_dir)!r})).get_weights()
         config = tiny_config(Path({str(tiny_model_dir)!r}), Path({str(tmp_path)!r}),
                              strategy="mirrored", epochs=1)
@@ -196,9 +196,9 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
     import numpy as np
     from transformers import TFAutoModelForQuestionAnswering
 
-    from qa_finetune.export import export_checkpoint
-    from qa_finetune.modeling import load_qa_model
-    from qa_finetune.train import train
+    from qa_finetune.modeling.loading import load_qa_model
+    from qa_finetune.publish.export import export_checkpoint
+    from qa_finetune.training.train import train
 
     run_dir = train(tiny_config(tiny_model_dir, tmp_path, epochs=3, keep_model="last"))
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -225,7 +225,7 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
 
 
 def test_export_needs_a_checkpoint(tmp_path: Path) -> None:
-    from qa_finetune.export import export_checkpoint
+    from qa_finetune.publish.export import export_checkpoint
 
     with pytest.raises(QAFinetuneError, match="no training checkpoint"):
         export_checkpoint(tmp_path)

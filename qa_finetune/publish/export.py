@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qa_finetune import run_dir as rundir
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs import directory as rundir
 
 
 def _architecture_source(run_dir: Path) -> Path:
@@ -19,7 +19,7 @@ def _architecture_source(run_dir: Path) -> Path:
     if saved.is_dir():
         return saved
     from qa_finetune.config import load_config
-    from qa_finetune.model_ref import resolve_model_dir
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     config = load_config(run_dir / "config.yaml")
     return resolve_model_dir(config.model.name_or_path, config.model.revision)
@@ -29,8 +29,8 @@ def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool
     """Write the latest checkpoint of ``run_dir`` as ``RUN/model-step-N`` (or ``output``)."""
     import tensorflow as tf
 
-    from qa_finetune.model_ref import load_tokenizer
-    from qa_finetune.modeling import load_qa_model
+    from qa_finetune.modeling.loading import load_qa_model
+    from qa_finetune.modeling.reference import load_tokenizer
 
     run_dir = Path(run_dir)
     if not rundir.has_checkpoint(run_dir):

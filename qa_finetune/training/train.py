@@ -18,14 +18,14 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 
-from qa_finetune import run_dir as rundir
-from qa_finetune.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.evaluate import evaluate_loaded
-from qa_finetune.modeling import configure_precision, has_gpu, load_qa_model, make_strategy
-from qa_finetune.prepare import PreparedData, prepare
-from qa_finetune.tf_data import make_dataset, pad_multiple
+from qa_finetune.evaluation.evaluate import evaluate_loaded
+from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
+from qa_finetune.runs import directory as rundir
+from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
+from qa_finetune.training.prepare import PreparedData, prepare
+from qa_finetune.training.tf_data import make_dataset, pad_multiple
 
 STATE_FILE = "state-{number}.json"
 
@@ -84,7 +84,7 @@ def _build_model(config: Config, prepared: PreparedData, schedule: Schedule) -> 
 def _print_summary(
     config: Config, prepared: PreparedData, schedule: Schedule, **facts: Any
 ) -> None:
-    from qa_finetune.report import format_table
+    from qa_finetune.core.summary import format_table
 
     rows = [
         ("model", f"{config.model.name_or_path} ({prepared.model_dir})"),
@@ -342,7 +342,7 @@ def _finish(
     rundir.write_json(run_dir / "metrics.json", metrics)
     rundir.write_json(run_dir / "prepare_report.json", prepared.report)
     rundir.plot_curves(state.history, run_dir / "curves.png")
-    from qa_finetune.report import format_table
+    from qa_finetune.core.summary import format_table
 
     rows = [(k, v) for k, v in metrics.items() if v is not None]
     print("\n" + format_table(rows, title=f"Finished: {run_dir}"), flush=True)

@@ -13,15 +13,15 @@ import numpy as np
 
 from qa_finetune import __version__
 from qa_finetune.config import Config
-from qa_finetune.data import LoadedData, check_files_exist, load_data, split_paths
-from qa_finetune.metrics import normalize_answer
-from qa_finetune.model_ref import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
-from qa_finetune.preprocess import (
+from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
+from qa_finetune.core.metrics import normalize_answer
+from qa_finetune.core.windows import (
     WindowSpec,
     prepare_eval_features,
     prepare_train_features,
     window_spec,
 )
+from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
 
 # Bump when the feature layout changes, so old caches are rebuilt.
 FEATURE_FORMAT = 1

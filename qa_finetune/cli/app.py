@@ -15,8 +15,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.native_logs import import_tensorflow_quietly
 
 # Locals are never shown in tracebacks: they can hold a Hub token.
 app = typer.Typer(
@@ -102,8 +102,8 @@ def prepare(
     set_: SetOption = None,
 ) -> None:
     """Load and validate data, build the windowed features and cache them."""
-    from qa_finetune.prepare import prepare as run_prepare
-    from qa_finetune.report import print_prepare_report
+    from qa_finetune.core.summary import print_prepare_report
+    from qa_finetune.training.prepare import prepare as run_prepare
 
     resolved = _resolve(
         config,
@@ -151,7 +151,7 @@ def train(
     if push_to_hub and not repo_id:
         _fail("--push-to-hub needs --repo-id USER/NAME")
     import_tensorflow_quietly()
-    from qa_finetune.train import train as run_train
+    from qa_finetune.training.train import train as run_train
 
     resolved = _resolve(
         config,
@@ -169,7 +169,7 @@ def train(
     )
     run_dir = run_train(resolved, resume=resume, overwrite=overwrite)
     if push_to_hub and repo_id:
-        from qa_finetune.hub import push_run
+        from qa_finetune.publish.hub import push_run
 
         result = push_run(run_dir, repo_id)
         typer.echo(f"Pushed to {result.url}")
@@ -224,7 +224,7 @@ def ask(
     output_dir: OutputDirOption = None,
 ) -> None:
     """Answer a question from a context of any length."""
-    from qa_finetune.infer import check_pair, latest_run
+    from qa_finetune.inference.answerer import check_pair, latest_run
 
     text = ""
     if batch is None:
@@ -235,7 +235,7 @@ def ask(
         check_pair(question, text)
     reference = model or str(latest_run(Path(output_dir or "outputs")))
     import_tensorflow_quietly()
-    from qa_finetune.infer import QuestionAnswerer, answer_batch_file
+    from qa_finetune.inference.answerer import QuestionAnswerer, answer_batch_file
 
     answerer = QuestionAnswerer.load(
         reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
@@ -292,7 +292,7 @@ def evaluate(
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     if predictions is None:
         import_tensorflow_quietly()
-    from qa_finetune.evaluate import evaluate_model, evaluate_predictions
+    from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
 
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
@@ -333,7 +333,7 @@ def export(
 ) -> None:
     """Save a run's latest checkpoint as a model folder (final or interrupted-run weights)."""
     import_tensorflow_quietly()
-    from qa_finetune.export import export_checkpoint
+    from qa_finetune.publish.export import export_checkpoint
 
     target = export_checkpoint(run_dir, output, overwrite=overwrite)
     typer.echo(f"Saved {target}")
@@ -358,7 +358,7 @@ def push(
     ] = None,
 ) -> None:
     """Publish a run (model, tokenizer, model card, evaluation files) to the Hub."""
-    from qa_finetune.hub import push_run
+    from qa_finetune.publish.hub import push_run
 
     if dry_run and staging_dir is None:
         staging_dir = run_dir.parent / f"{run_dir.name}-hub-upload"

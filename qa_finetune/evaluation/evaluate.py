@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import Config, DataConfig, InferenceConfig
-from qa_finetune.data import DataError, SplitReport, read_records, validate_records
+from qa_finetune.core.data import DataError, SplitReport, read_records, validate_records
+from qa_finetune.core.metrics import squad_v1, squad_v2
+from qa_finetune.core.summary import format_table
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.eval_report import scored_rows, write_report
-from qa_finetune.metrics import squad_v1, squad_v2
-from qa_finetune.report import format_table
-from qa_finetune.run_dir import write_json
+from qa_finetune.evaluation.report import scored_rows, write_report
+from qa_finetune.runs.directory import write_json
 
 DEFAULT_OUTPUT = Path("eval")
 RUNS_ROOT = Path("outputs")
@@ -68,7 +68,7 @@ def load_examples(
         records = read_records(Path(data), config)
         source = data
     else:
-        from qa_finetune.data import load_hub_split
+        from qa_finetune.core.data import load_hub_split
 
         records = load_hub_split(config, split)
         source = f"{dataset}:{split}"
@@ -143,7 +143,7 @@ def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
-    from qa_finetune.preprocess import prepare_eval_features
+    from qa_finetune.core.windows import prepare_eval_features
 
     return examples.map(
         prepare_eval_features,
@@ -169,8 +169,8 @@ def evaluate_loaded(
     breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
     ``postprocess.Predictions``). Used by ``evaluate`` and by training after each epoch.
     """
-    from qa_finetune.infer import predict_features
-    from qa_finetune.postprocess import postprocess_predictions
+    from qa_finetune.core.spans import postprocess_predictions
+    from qa_finetune.inference.answerer import predict_features
 
     pad = getattr(tokenizer, "pad_token_id", None)
     start, end = predict_features(model, features, inference_config.batch_size, pad_token_id=pad)
@@ -284,9 +284,9 @@ def evaluate_model(
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/."""
     from datasets import Dataset
 
-    from qa_finetune.data import to_dataset
-    from qa_finetune.infer import QuestionAnswerer, latest_run, run_config, run_dir_of
-    from qa_finetune.model_ref import resolve_model_dir
+    from qa_finetune.core.data import to_dataset
+    from qa_finetune.inference.answerer import QuestionAnswerer, latest_run, run_config, run_dir_of
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.

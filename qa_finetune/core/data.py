@@ -21,7 +21,7 @@ from qa_finetune.errors import QAFinetuneError
 
 # How far (in characters) a wrong answer_start may be from the real occurrence to be repaired.
 REPAIR_WINDOW_CHARS = 64
-SAMPLE_DATA_DIR = Path(__file__).parent / "sample_data"
+SAMPLE_DATA_DIR = Path(__file__).parents[1] / "sample_data"
 FLAT_SUFFIXES = {".jsonl", ".csv", ".parquet", ".json"}
 
 

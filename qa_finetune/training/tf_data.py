@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from qa_finetune.batching import bucketed_order
+from qa_finetune.core.batching import bucketed_order
 
 LABEL_COLUMNS = ["start_positions", "end_positions"]
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 import yaml
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.model_card import build_model_card
+from qa_finetune.publish.model_card import build_model_card
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.

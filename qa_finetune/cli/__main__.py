@@ -1,0 +1,5 @@
+"""``python -m qa_finetune.cli``: the same as the ``qa-finetune`` command."""
+
+from qa_finetune.cli.app import app
+
+app()

@@ -1,0 +1,555 @@
+"""Answer questions from contexts of any length: windows -> model -> n-best -> character span.
+
+TensorFlow is imported only when a model runs, so ``latest_run`` and the batch-file reader stay
+cheap to import. Batches are sorted by window length and each one is padded only to its own
+longest window: short windows do not pay for long ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from qa_finetune.config import Config, load_config
+from qa_finetune.core.spans import null_score, postprocess_predictions
+from qa_finetune.core.windows import WindowSpec, make_windows, window_spec
+from qa_finetune.errors import QAFinetuneError
+
+# Logit written beyond the end of a window: exp(-1e4) is 0, and it stays finite in float16 sums.
+LOGIT_FILL = -1e4
+DEFAULT_MAX_LENGTH = 384
+DEFAULT_STRIDE = 128
+# Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a cap.
+_NO_LIMIT = 1_000_000
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# Pairs answered per model pass when reading a batch file: bounds memory, keeps batches full.
+FILE_CHUNK = 256
+
+# Tracing a model into a graph costs seconds (about 7 s for MiniLM on a 2-core CPU) and then
+# saves the eager overhead of every batch (about 0.3 s there): a model is compiled once it has
+# run this many batches, so one `ask` stays eager and quick while evaluation compiles at once.
+COMPILE_AFTER_BATCHES = 16
+
+
+class InferenceError(QAFinetuneError):
+    """A question, context or input file cannot be answered as given."""
+
+
+# --------------------------------------------------------------------------------------------
+# Batched prediction
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Ragged:
+    """One token column without padding: all rows concatenated, plus where each row starts."""
+
+    values: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    def padded(self, rows: np.ndarray, width: int, fill: int) -> np.ndarray:
+        out = np.full((len(rows), width), fill, dtype=np.int32)
+        for r, i in enumerate(rows.tolist()):
+            begin, size = self.starts[i], self.lengths[i]
+            out[r, :size] = self.values[begin : begin + size]
+        return out
+
+
+def _ragged(column: Any) -> _Ragged:
+    """A list column from Arrow (no Python ints are made) or from plain lists."""
+    import pyarrow as pa
+
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        import pyarrow.compute as pc
+
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False).astype(np.int64)
+        values = array.flatten().to_numpy(zero_copy_only=False)
+    else:
+        lengths = np.fromiter((len(row) for row in column), dtype=np.int64, count=len(column))
+        values = np.fromiter(
+            itertools.chain.from_iterable(column), dtype=np.int64, count=int(lengths.sum())
+        )
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return _Ragged(values.astype(np.int32, copy=False), starts, lengths)
+
+
+def _input_columns(features: Any) -> dict[str, _Ragged]:
+    """The model input columns of a ``datasets.Dataset`` or of a mapping of lists."""
+    if hasattr(features, "with_format"):
+        table = features.with_format("arrow")[:]
+        names = [n for n in INPUT_NAMES if n in table.column_names]
+        return {name: _ragged(table.column(name)) for name in names}
+    return {name: _ragged(features[name]) for name in INPUT_NAMES if name in features}
+
+
+@dataclass
+class _ModelState:
+    """Per model: compiled forwards by input names, and batches run eagerly so far."""
+
+    forwards: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    eager_batches: int = 0
+
+
+# Weak keys, so a dropped model frees its graphs.
+_MODELS: weakref.WeakKeyDictionary[Any, _ModelState] = weakref.WeakKeyDictionary()
+
+
+def _state(model: Any) -> _ModelState:
+    try:
+        return _MODELS.setdefault(model, _ModelState())
+    except TypeError:  # an object that cannot be weakly referenced: nothing is remembered
+        return _ModelState()
+
+
+def _compiled(model: Any, state: _ModelState, names: tuple[str, ...]) -> Any:
+    """A ``tf.function`` of the model for any batch and length: traced once, not per shape."""
+    import tensorflow as tf
+
+    if names not in state.forwards:
+        # A weak reference, so the cached graph does not keep the model alive.
+        model_ref = weakref.ref(model)
+        signature = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in names}
+
+        @tf.function(input_signature=[signature])
+        def forward(inputs: dict[str, Any]) -> tuple[Any, Any]:
+            outputs = model_ref()(inputs, training=False)
+            return outputs.start_logits, outputs.end_logits
+
+        state.forwards[names] = forward
+    return state.forwards[names]
+
+
+def _forward(model: Any, names: tuple[str, ...], batches: int, compile: bool | None) -> Any:
+    """The compiled forward, or the eager model while compiling would not pay off yet."""
+    state = _state(model)
+    if compile is None:
+        compile = names in state.forwards or (state.eager_batches + batches > COMPILE_AFTER_BATCHES)
+    if compile:
+        return _compiled(model, state, names)
+    state.eager_batches += batches
+
+    def eager(inputs: dict[str, Any]) -> tuple[Any, Any]:
+        outputs = model(inputs, training=False)
+        return outputs.start_logits, outputs.end_logits
+
+    return eager
+
+
+def _pad_token_id(model: Any) -> int:
+    value = getattr(getattr(model, "config", None), "pad_token_id", None)
+    return int(value) if isinstance(value, int) else 0
+
+
+def predict_features(
+    model: Any,
+    features: Any,
+    batch_size: int,
+    pad_token_id: int | None = None,
+    compile: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end logits ``[features, longest window]`` (float32) in the features' order.
+
+    ``features`` is a ``datasets.Dataset`` (or a mapping of lists) with ``input_ids``,
+    ``attention_mask`` and optionally ``token_type_ids``, unpadded. Windows are run in
+    length-sorted batches, each padded to its own longest window; positions beyond a window's
+    end hold ``LOGIT_FILL``. ``compile=None`` runs a ``tf.function`` of the model once it has
+    run ``COMPILE_AFTER_BATCHES`` batches (at once for a call with more), eagerly before.
+    """
+    if batch_size < 1:
+        raise InferenceError(f"batch size must be at least 1, got {batch_size}")
+    columns = _input_columns(features)
+    if "input_ids" not in columns:
+        raise InferenceError("features have no input_ids column: build them with preprocess")
+    lengths = columns["input_ids"].lengths
+    count, width = len(lengths), int(lengths.max(initial=0))
+    start = np.full((count, width), LOGIT_FILL, dtype=np.float32)
+    end = np.full((count, width), LOGIT_FILL, dtype=np.float32)
+    if count == 0:
+        return start, end
+    names = tuple(columns)
+    forward = _forward(model, names, -(-count // batch_size), compile)
+    fills = {"input_ids": _pad_token_id(model) if pad_token_id is None else pad_token_id}
+    # Longest first: a batch that does not fit in memory fails at once, not at the end.
+    order = np.argsort(-lengths, kind="stable")
+    for begin in range(0, count, batch_size):
+        rows = order[begin : begin + batch_size]
+        longest = int(lengths[rows].max())
+        batch = {
+            name: column.padded(rows, longest, fills.get(name, 0))
+            for name, column in columns.items()
+        }
+        start_logits, end_logits = forward(batch)
+        # Mixed-precision models return float16 logits; scores are computed in float32.
+        start_logits = np.asarray(start_logits, dtype=np.float32)
+        end_logits = np.asarray(end_logits, dtype=np.float32)
+        for k, (s, e) in enumerate(zip(start_logits, end_logits, strict=True)):
+            size = lengths[rows[k]]
+            start[rows[k], :size] = s[:size]
+            end[rows[k], :size] = e[:size]
+    return start, end
+
+
+# --------------------------------------------------------------------------------------------
+# Answering questions
+# --------------------------------------------------------------------------------------------
+
+
+def _text(value: Any, what: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise InferenceError(f"{where}the {what} must be text, got {type(value).__name__}")
+    if not value.strip():
+        fix = (
+            "ask a question such as 'Who designed the bridge?'"
+            if what == "question"
+            else "give the text that holds the answer (--context, --context-file or stdin)"
+        )
+        raise InferenceError(f"{where}the {what} is empty: {fix}")
+    return value
+
+
+def check_pair(question: Any, context: Any) -> None:
+    """Raise ``InferenceError`` unless both are non-empty text (cheap: no model needed)."""
+    _text(question, "question", "")
+    _text(context, "context", "")
+
+
+def _pairs(items: Iterable[Any]) -> list[tuple[str, str]]:
+    """(question, context) tuples from tuples or {question, context} dicts, checked."""
+    items = list(items)
+    pairs = []
+    for number, item in enumerate(items, 1):
+        where = f"pair {number}: " if len(items) > 1 else ""
+        if isinstance(item, Mapping):
+            missing = [key for key in ("question", "context") if key not in item]
+            if missing:
+                raise InferenceError(f"{where}missing '{missing[0]}': give question and context")
+            question, context = item["question"], item["context"]
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            question, context = item
+        else:
+            raise InferenceError(
+                f"{where}expected a (question, context) pair or a dict with both, "
+                f"got {type(item).__name__}"
+            )
+        pairs.append((_text(question, "question", where), _text(context, "context", where)))
+    return pairs
+
+
+def _softmax(scores: Sequence[float]) -> np.ndarray:
+    values = np.asarray(scores, dtype=np.float64)
+    weights = np.exp(values - values.max())
+    return weights / weights.sum()
+
+
+@dataclass
+class QuestionAnswerer:
+    """A loaded model and tokenizer with fixed window and answer settings."""
+
+    model: Any
+    tokenizer: Any
+    spec: WindowSpec
+    max_answer_length: int = 30
+    n_best: int = 20
+    batch_size: int = 32
+
+    @classmethod
+    def load(
+        cls,
+        reference: str,
+        max_length: int | None = None,
+        stride: int | None = None,
+        max_answer_length: int = 30,
+        n_best: int = 20,
+        batch_size: int = 32,
+    ) -> QuestionAnswerer:
+        """Load once from a run dir, model dir, installed package or Hub id.
+
+        A run directory's ``config.yaml`` supplies the window settings it was trained with.
+        """
+        from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+
+        model_dir = resolve_model_dir(reference)
+        trained = run_config(model_dir)
+        if max_length is None:
+            max_length = trained.preprocess.max_length if trained else DEFAULT_MAX_LENGTH
+        if stride is None:
+            # Half a window at most, so a smaller --max-length alone still works.
+            stride = min(trained.preprocess.stride if trained else DEFAULT_STRIDE, max_length // 2)
+        tokenizer = load_tokenizer(model_dir)
+        spec = make_spec(tokenizer, max_length, stride)
+        for name, value in (
+            ("max_answer_length", max_answer_length),
+            ("n_best", n_best),
+            ("batch_size", batch_size),
+        ):
+            if value < 1:
+                raise InferenceError(f"{name} must be at least 1, got {value}")
+        from qa_finetune.modeling.loading import load_qa_model
+
+        model = load_qa_model(model_dir)
+        return cls(model, tokenizer, spec, max_answer_length, n_best, batch_size)
+
+    def answer(
+        self,
+        question: str,
+        context: str,
+        top_k: int = 1,
+        handle_impossible_answer: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The ``top_k`` best answers: ``{answer, score, start, end}``, best first.
+
+        ``answer == context[start:end]``; ``score`` is the probability among the n-best
+        candidates (and the "no answer" candidate with ``handle_impossible_answer``, which is
+        returned as ``""`` at 0-0 when the null score beats every span).
+        """
+        return self.answer_batch([(question, context)], top_k, handle_impossible_answer)[0]
+
+    def answer_batch(
+        self,
+        pairs: Iterable[tuple[str, str] | Mapping[str, Any]],
+        top_k: int = 1,
+        handle_impossible_answer: bool = False,
+    ) -> list[list[dict[str, Any]]]:
+        """Answers for many (question, context) pairs; all their windows share batches."""
+        if top_k < 1:
+            raise InferenceError(f"top_k must be at least 1, got {top_k}")
+        checked = _pairs(pairs)
+        if not checked:
+            return []
+        questions = [q for q, _ in checked]
+        contexts = [c for _, c in checked]
+        self.check_questions(questions)
+        ids = [str(i) for i in range(len(checked))]
+        windows = make_windows(
+            {"id": ids, "question": questions, "context": contexts}, self.tokenizer, self.spec
+        )
+        start, end = predict_features(
+            self.model,
+            windows.encoding,
+            self.batch_size,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+        offsets = np.where(windows.is_context[..., None], windows.offsets, -1)
+        predictions = postprocess_predictions(
+            ids,
+            contexts,
+            [ids[i] for i in windows.sample_map],
+            start,
+            end,
+            offsets[:, : start.shape[1]],
+            cls_index=windows.cls_index,
+            n_best=max(self.n_best, top_k),
+            max_answer_length=self.max_answer_length,
+        )
+        results = []
+        for i, example_id in enumerate(ids):
+            candidates = [
+                {"answer": c["text"], "score": c["score"], "start": c["start"], "end": c["end"]}
+                for c in predictions.nbest[example_id]
+            ]
+            if handle_impossible_answer:
+                rows = windows.sample_map == i
+                null = null_score(start[rows], end[rows], windows.cls_index[rows])
+                candidates.append({"answer": "", "score": null, "start": 0, "end": 0})
+            results.append(_ranked(candidates, top_k))
+        return results
+
+    def check_questions(
+        self, questions: Sequence[str], labels: Sequence[str] | None = None
+    ) -> None:
+        """Fail clearly when a question leaves no room for context in a window.
+
+        ``labels`` prefix the message of each question (default: its number among several).
+        """
+        spec, tokenizer = self.spec, self.tokenizer
+        specials = tokenizer.num_special_tokens_to_add(pair=True)
+        stripped = [q.strip() for q in questions]
+        lengths = [len(ids) for ids in tokenizer(stripped, add_special_tokens=False)["input_ids"]]
+        model_max = getattr(tokenizer, "model_max_length", None) or _NO_LIMIT
+        for index, length in enumerate(lengths):
+            # The preprocess rule: more than ``stride`` context tokens must fit beside it.
+            needed = length + specials + spec.stride + 1
+            if needed <= spec.max_length:
+                continue
+            if labels is not None:
+                where = labels[index]
+            else:
+                where = f"question {index + 1}: " if len(questions) > 1 else ""
+            room = min(model_max, _NO_LIMIT) - length - specials
+            if needed <= model_max:
+                fix = f"raise --max-length to at least {needed} or lower --stride"
+            elif room > 1:
+                fix = f"lower --stride below {room} with --max-length {model_max}, or shorten it"
+            else:
+                fix = f"shorten it (this model takes at most {model_max} tokens per window)"
+            raise InferenceError(
+                f"{where}the question is {length} tokens, too long for windows of "
+                f"{spec.max_length} tokens with stride {spec.stride}: {fix}"
+            )
+
+
+def _ranked(candidates: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
+    """Best first, scores turned into probabilities; an empty list becomes one "" answer."""
+    if not candidates:
+        return [{"answer": "", "score": 0.0, "start": 0, "end": 0}]
+    probabilities = _softmax([c["score"] for c in candidates])
+    # Stable sort: equal scores keep postprocess's order (leftmost, shortest first).
+    order = sorted(range(len(candidates)), key=lambda i: -candidates[i]["score"])
+    return [{**candidates[i], "score": float(probabilities[i])} for i in order[:top_k]]
+
+
+def make_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
+    """Window settings, checked with the config rules so errors name the option."""
+    from qa_finetune.config import PreprocessConfig
+
+    PreprocessConfig(max_length=max_length, stride=stride)
+    return window_spec(tokenizer, max_length, stride)
+
+
+def run_dir_of(model_dir: Path) -> Path | None:
+    """The run directory that holds ``model_dir`` (``RUN/model`` with ``RUN/config.yaml``)."""
+    parent = model_dir.parent
+    if model_dir.name == "model" and (parent / "config.yaml").is_file():
+        return parent
+    return None
+
+
+def run_config(model_dir: Path) -> Config | None:
+    """The config a run was trained with; None for other models or an unreadable file."""
+    run_dir = run_dir_of(model_dir)
+    if run_dir is None:
+        return None
+    try:
+        return load_config(run_dir / "config.yaml")
+    except (OSError, QAFinetuneError):
+        return None
+
+
+def get_answer(tokenizer: Any, model: Any, question: str, context: str) -> str:
+    """The best answer span of ``context`` (the course notebook's signature, any length)."""
+    spec = make_spec(tokenizer, DEFAULT_MAX_LENGTH, DEFAULT_STRIDE)
+    return QuestionAnswerer(model, tokenizer, spec).answer(question, context)[0]["answer"]
+
+
+# --------------------------------------------------------------------------------------------
+# Runs and batch files
+# --------------------------------------------------------------------------------------------
+
+
+def latest_run(output_dir: Path) -> Path:
+    """The most recently trained run under ``output_dir`` (one with ``model/config.json``)."""
+    output_dir = Path(output_dir)
+    runs = (
+        [p for p in output_dir.iterdir() if (p / "model" / "config.json").is_file()]
+        if output_dir.is_dir()
+        else []
+    )
+    if not runs:
+        raise InferenceError(
+            f"no trained run in {output_dir}/: train one with `qa-finetune train` or pass --model"
+        )
+    return max(runs, key=lambda p: (p / "model" / "config.json").stat().st_mtime)
+
+
+@dataclass
+class _Line:
+    number: int
+    id: str
+    question: str
+    context: str
+
+
+def _parse_line(raw: str, number: int) -> _Line:
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InferenceError(f"not valid JSON ({exc.msg})") from exc
+    if not isinstance(record, Mapping):
+        raise InferenceError("each line must be a JSON object {question, context[, id]}")
+    for key in ("question", "context"):
+        if key not in record:
+            raise InferenceError(f"missing '{key}'")
+        _text(record[key], key, "")
+    raw_id = record.get("id")
+    example_id = str(number) if raw_id in (None, "") else str(raw_id)
+    return _Line(number, example_id, record["question"], record["context"])
+
+
+def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
+    """Parse every line first, so a bad line fails before any answer is written."""
+    if not path.is_file():
+        raise InferenceError(f"batch file not found: {path}")
+    lines, failed = [], 0
+    with path.open(encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                lines.append(_parse_line(raw, number))
+            except InferenceError as exc:
+                if not skip_errors:
+                    raise InferenceError(
+                        f"{path}:{number}: {exc}; fix the line or pass --skip-errors"
+                    ) from exc
+                print(f"{path}:{number}: {exc} (skipped)", file=sys.stderr)
+                failed += 1
+    return lines, failed
+
+
+def answer_batch_file(
+    answerer: QuestionAnswerer,
+    path: Path,
+    output: Path | None,
+    top_k: int = 1,
+    handle_impossible_answer: bool = False,
+    skip_errors: bool = False,
+) -> tuple[int, int]:
+    """Answer a JSON Lines file of ``{question, context[, id]}``; returns (written, failed).
+
+    Each output line holds ``id, question, answer, score, start, end`` (and ``answers``, the
+    ranked list, when ``top_k > 1``). Output goes to ``output`` or stdout.
+    """
+    lines, failed = read_batch_file(Path(path), skip_errors)
+    # A question too long for the windows is a per-line problem too.
+    good = []
+    for line in lines:
+        try:
+            answerer.check_questions([line.question], labels=[f"{path}:{line.number}: "])
+        except InferenceError as exc:
+            if not skip_errors:
+                raise InferenceError(f"{exc}; fix the line or pass --skip-errors") from exc
+            print(f"{exc} (skipped)", file=sys.stderr)
+            failed += 1
+            continue
+        good.append(line)
+    handle: IO[str] = output.open("w", encoding="utf-8") if output is not None else sys.stdout
+    written = 0
+    try:
+        for begin in range(0, len(good), FILE_CHUNK):
+            chunk = good[begin : begin + FILE_CHUNK]
+            results = answerer.answer_batch(
+                [(line.question, line.context) for line in chunk], top_k, handle_impossible_answer
+            )
+            for line, answers in zip(chunk, results, strict=True):
+                record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}
+                if top_k > 1:
+                    record["answers"] = answers
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                written += 1
+    finally:
+        if output is not None:
+            handle.close()
+        else:
+            handle.flush()
+    return written, failed
