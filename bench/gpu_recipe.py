@@ -30,7 +30,8 @@ def gpu_or_exit() -> str:
     if not gpus:
         print(
             "error: TensorFlow sees no GPU here; run this on a machine with an NVIDIA GPU "
-            "(where nvidia-smi lists one, install the CUDA build: pip install 'tensorflow[and-cuda]')"
+            "(where nvidia-smi lists one, install the CUDA build: "
+            "pip install 'tensorflow[and-cuda]')"
         )
         raise SystemExit(2)
     details = tf.config.experimental.get_device_details(gpus[0])
