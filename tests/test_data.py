@@ -238,3 +238,30 @@ def test_several_files_join_with_commas() -> None:
     files = f"{sample_data_path('train')},{sample_data_path('validation')}"
     loaded = load_data(DataConfig(train_file=files, validation_fraction=0.0))
     assert loaded.splits["train"].num_rows >= 300
+
+
+def test_dataset_name_loads_through_datasets(tmp_path: Path) -> None:
+    # A local dataset folder goes through `datasets.load_dataset`, the code path of a Hub
+    # name such as "squad", with the Hub's column layout.
+    from qa_finetune.config import DataConfig
+    from qa_finetune.core.data import load_data
+
+    records = [
+        {
+            "id": f"q{i}",
+            "title": "T",
+            "context": f"Ada built {i} bridges.",
+            "question": "How many bridges?",
+            "answers": {"text": [str(i)], "answer_start": [10]},
+        }
+        for i in range(1, 7)
+    ]
+    folder = tmp_path / "my_squad"
+    folder.mkdir()
+    for split, rows in (("train", records[:4]), ("validation", records[4:])):
+        lines = "\n".join(json.dumps(r) for r in rows)
+        (folder / f"{split}.jsonl").write_text(lines + "\n", encoding="utf-8")
+    loaded = load_data(DataConfig(dataset=str(folder)))
+    assert loaded.splits["train"]["id"] == ["q1", "q2", "q3", "q4"]
+    assert loaded.splits["validation"]["answers"][1] == {"text": ["6"], "answer_start": [10]}
+    assert loaded.sources["train"] == f"{folder}:train"
