@@ -15,7 +15,12 @@ from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.data import LoadedData, check_files_exist, load_data, split_paths
 from qa_finetune.metrics import normalize_answer
-from qa_finetune.model_ref import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
+from qa_finetune.model_ref import (
+    check_qa_head,
+    load_tokenizer,
+    resolve_model_dir,
+    tokenizer_fingerprint,
+)
 from qa_finetune.preprocess import (
     WindowSpec,
     prepare_eval_features,
@@ -182,6 +187,7 @@ def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
 def prepare(config: Config, force: bool = False) -> PreparedData:
     """Build (or reuse) the features for ``config`` and return them with their report."""
     model_dir = resolve_model_dir(config.model.name_or_path, config.model.revision)
+    check_qa_head(model_dir)
     tokenizer = load_tokenizer(model_dir)
     spec = window_spec(tokenizer, config.preprocess.max_length, config.preprocess.stride)
     check_files_exist(config.data)

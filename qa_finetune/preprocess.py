@@ -41,16 +41,26 @@ class WindowSpec:
         return "only_second" if self.question_first else "only_first"
 
 
+def model_max_length(tokenizer: Any) -> int | None:
+    """Most tokens the model takes per window, or None when the tokenizer sets no limit."""
+    value = getattr(tokenizer, "model_max_length", None) or _NO_LIMIT
+    return int(value) if value < _NO_LIMIT else None
+
+
 def window_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
-    """Check the tokenizer and cap ``max_length`` at what the model accepts."""
+    """Check the tokenizer, and that ``max_length`` is within what the model accepts."""
     if not getattr(tokenizer, "is_fast", False):
         raise PreprocessError(
             f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer; offsets need one "
             "(use a model that ships tokenizer.json)"
         )
-    model_max = getattr(tokenizer, "model_max_length", None) or _NO_LIMIT
-    if model_max < _NO_LIMIT:
-        max_length = min(max_length, int(model_max))
+    model_max = model_max_length(tokenizer)
+    if model_max is not None and max_length > model_max:
+        # Capping silently would train on other windows than the recipe says.
+        raise PreprocessError(
+            f"max_length {max_length} is more than the {model_max} tokens this model takes "
+            f"per window: set --max-length {model_max} or less"
+        )
     if stride >= max_length:
         raise PreprocessError(
             f"stride {stride} must be smaller than max_length {max_length}; lower --stride"
