@@ -184,12 +184,20 @@ def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
     return optional("train"), optional("validation"), optional("validation_examples"), report
 
 
-def prepare(config: Config, force: bool = False) -> PreparedData:
-    """Build (or reuse) the features for ``config`` and return them with their report."""
+def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
+    """The model directory, its fast tokenizer and the window settings, all checked: a model
+    without a TF QA head, a slow tokenizer or a window too long for the model fails here,
+    before any work is done."""
     model_dir = resolve_model_dir(config.model.name_or_path, config.model.revision)
     check_qa_head(model_dir)
     tokenizer = load_tokenizer(model_dir)
     spec = window_spec(tokenizer, config.preprocess.max_length, config.preprocess.stride)
+    return model_dir, tokenizer, spec
+
+
+def prepare(config: Config, force: bool = False) -> PreparedData:
+    """Build (or reuse) the features for ``config`` and return them with their report."""
+    model_dir, tokenizer, spec = check_model(config)
     check_files_exist(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec)
     cache_dir = features_root(config) / fingerprint

@@ -23,9 +23,8 @@ from qa_finetune.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluate import evaluate_loaded
-from qa_finetune.model_ref import check_qa_head, resolve_model_dir
 from qa_finetune.modeling import configure_precision, has_gpu, load_qa_model, make_strategy
-from qa_finetune.prepare import PreparedData, prepare
+from qa_finetune.prepare import PreparedData, check_model, prepare
 from qa_finetune.tf_data import make_dataset, pad_multiple
 
 STATE_FILE = "state-{number}.json"
@@ -131,7 +130,7 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     """Fine-tune per ``config``; returns the run directory."""
     run_dir = rundir.run_directory(config)
     # A model that cannot be trained fails before a run directory or features are made.
-    check_qa_head(resolve_model_dir(config.model.name_or_path, config.model.revision))
+    check_model(config)
     rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
