@@ -28,8 +28,9 @@ from qa_finetune.preprocess import (
     window_spec,
 )
 
-# Bump when the feature layout changes, so old caches are rebuilt.
-FEATURE_FORMAT = 1
+# Bump when the feature layout changes, so old caches are rebuilt. 2: byte-level BPE offsets
+# trimmed once, context offsets without edge whitespace.
+FEATURE_FORMAT = 2
 MAP_BATCH_SIZE = 1000
 
 
