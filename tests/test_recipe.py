@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,31 @@ def test_mixed_precision_head_gives_float32_logits_and_loss(
     assert outputs.loss.dtype == tf.float32 and np.isfinite(outputs.loss.numpy()).all()
 
 
+def test_mixed_precision_training_step_scales_the_loss(
+    family_model_dir: Any, float32_after: None
+) -> None:
+    import tf_keras
+
+    from qa_finetune.config import Config
+    from qa_finetune.modeling import configure_precision
+    from qa_finetune.train import Schedule, _build_model
+
+    configure_precision("on")
+    prepared = SimpleNamespace(model_dir=family_model_dir("roberta"))
+    model, _ = _build_model(Config(), prepared, Schedule(4, 4, 0))  # type: ignore[arg-type]
+    assert isinstance(model.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    batch = {
+        "input_ids": np.array([[0, 50, 60, 2, 2, 70, 80, 2]] * 2),
+        "attention_mask": np.ones((2, 8), np.int64),
+        "start_positions": np.array([5, 6]),
+        "end_positions": np.array([6, 6]),
+    }
+    model.run_eagerly = True  # one step runs faster eagerly than traced
+    loss = model.train_on_batch(batch, return_dict=True)["loss"]
+    assert np.isfinite(loss) and int(model.optimizer.iterations.numpy()) == 1
+
+
+@pytest.mark.slow
 def test_recipe_mixed_precision_trains_on_cpu(
     family_model_dir: Any, tmp_path: Path, float32_after: None
 ) -> None:
