@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,39 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -
     model.save_pretrained(str(target))
     tokenizer.save_pretrained(str(target))
     return target
+
+
+@pytest.fixture(scope="session")
+def family_tokenizer(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Any:
+    """``get(family)``: the fast tokenizer of one family (see tests/families.py), built once."""
+    from families import build_tokenizer
+
+    built: dict[str, Any] = {}
+
+    def get(family: str) -> Any:
+        if family not in built:
+            target = tmp_path_factory.mktemp(f"{family}-tokenizer")
+            built[family] = build_tokenizer(family, target, minilm_dir)
+        return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def family_model_dir(
+    tmp_path_factory: pytest.TempPathFactory, family_tokenizer: Any, request: pytest.FixtureRequest
+) -> Any:
+    """``get(family)``: a tiny random TF QA model of one family with its tokenizer, on disk."""
+    from families import save_tiny_model
+
+    built: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family == "bert":
+            return request.getfixturevalue("tiny_model_dir")
+        if family not in built:
+            target = tmp_path_factory.mktemp(f"tiny-{family}")
+            built[family] = save_tiny_model(family, family_tokenizer(family), target)
+        return built[family]
+
+    return get

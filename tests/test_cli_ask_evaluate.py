@@ -131,7 +131,7 @@ def test_evaluate_without_data_fails(tmp_path: Path) -> None:
 def test_help_and_light_modules_do_not_import_tensorflow() -> None:
     code = (
         "import sys\n"
-        "import qa_finetune.cli, qa_finetune.evaluation.report\n"
+        "import qa_finetune.cli.app, qa_finetune.evaluation.report\n"
         "import qa_finetune.evaluation.evaluate, qa_finetune.inference.answerer\n"
         "try:\n"
         "    qa_finetune.cli.app(['--help'])\n"

@@ -179,3 +179,16 @@ def test_local_base_model_is_left_out_of_front_matter(tmp_path: Path) -> None:
     meta, body = split_card(build_model_card(run_dir, REPO_ID))
     assert "base_model" not in meta
     assert "local checkpoint `encoder`" in body
+
+
+def test_card_names_the_architecture_of_the_saved_model(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, {"model": {"name_or_path": "distilroberta-base"}})
+    (run_dir / "model").mkdir()
+    (run_dir / "model" / "config.json").write_text(
+        json.dumps({"architectures": ["RobertaForQuestionAnswering"], "model_type": "roberta"})
+    )
+    meta, body = split_card(build_model_card(run_dir, "me/qa"))
+    assert meta["base_model"] == "distilroberta-base"
+    assert "Architecture: `RobertaForQuestionAnswering` (model type `roberta`)." in body
+    (run_dir / "model" / "config.json").unlink()
+    assert "Architecture" not in build_model_card(run_dir, "me/qa")

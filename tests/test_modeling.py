@@ -104,7 +104,7 @@ TENSORFLOW_FREE = [
     "qa_finetune.evaluation.report",
     "qa_finetune.publish.hub",
     "qa_finetune.publish.model_card",
-    "qa_finetune.cli",
+    "qa_finetune.cli.app",
 ]
 
 

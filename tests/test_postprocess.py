@@ -141,9 +141,9 @@ def test_max_answer_length_in_tokens() -> None:
 
 
 def test_tokens_sharing_a_character_offset() -> None:
-    # Byte-level vocabularies give several tokens the same offsets. Here a zero-width token
-    # (0, 0) and "ab" (0, 2) both start at character 0, then "cd" (3, 5).
-    offsets = offsets_to_array([[None, (0, 0), (0, 2), (3, 5)]])
+    # Byte-level vocabularies give several tokens the same offsets (the bytes of one
+    # character). Here two tokens both cover "ab" (0, 2), then "cd" (3, 5).
+    offsets = offsets_to_array([[None, (0, 2), (0, 2), (3, 5)]])
     start = np.array([0.0, 5.0, 4.0, 0.0])
     end = np.array([0.0, 0.0, 5.0, 1.0])
     # n_best 2: starts {1, 2}, ends {2, 3}. Pairs: 1-2 "ab" 10, 2-2 "ab" 9 (the same span),
@@ -151,6 +151,21 @@ def test_tokens_sharing_a_character_offset() -> None:
     # are one span, so the second span must not be cut for ranking below them.
     spans = best_spans("ab cd", start, end, offsets, n_best=2)
     assert [(s.text, s.score) for s in spans] == [("ab", 10.0), ("ab cd", 6.0)]
+
+
+def test_zero_width_tokens_neither_start_nor_end_a_span() -> None:
+    # "green.   " as byte-level BPE cuts it: "green" (0, 5), "." (5, 6), then lone spaces
+    # trimmed to zero width after their character. Their high end logits must not pull
+    # the trailing spaces into the answer.
+    offsets = offsets_to_array([[None, (0, 5), (5, 6), (7, 7), (8, 8), (9, 9), None]])
+    start = np.array([0.0, 5.0, 0.0, 9.0, 9.0, 9.0, 0.0])
+    end = np.array([0.0, 1.0, 2.0, 9.0, 9.0, 9.0, 0.0])
+    spans = best_spans("green.   ", start, end, offsets, n_best=5)
+    assert [(s.text, s.start, s.end) for s in spans] == [
+        ("green.", 0, 6),
+        ("green", 0, 5),
+        (".", 5, 6),
+    ]
 
 
 def test_no_valid_span_gives_empty_list() -> None:
@@ -288,8 +303,11 @@ def reference_spans(
     """Top-n context starts x top-n context ends per window, one loop per pair."""
     found: dict[tuple[int, int], float] = {}
     for w in range(start.shape[0]):
+        # Context tokens that carry at least one character.
         context_positions = [
-            i for i in range(start.shape[1]) if offsets[w, i, 0] >= 0 and offsets[w, i, 1] >= 0
+            i
+            for i in range(start.shape[1])
+            if offsets[w, i, 0] >= 0 and offsets[w, i, 1] > offsets[w, i, 0]
         ]
         # Equal logits: the lower position first.
         top_starts = sorted(context_positions, key=lambda i: (-float(start[w, i]), i))[:n_best]

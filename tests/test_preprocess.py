@@ -65,8 +65,25 @@ def test_align_hand_checked() -> None:
 def test_stride_must_leave_room(tokenizer: Any) -> None:
     with pytest.raises(PreprocessError, match="stride"):
         window_spec(tokenizer, 128, 128)
-    spec = window_spec(tokenizer, 10_000, 128)
-    assert spec.max_length == 512  # capped at the model maximum
+    assert window_spec(tokenizer, 512, 128).max_length == 512
+
+
+def test_max_length_above_the_model_maximum_is_an_error(tokenizer: Any) -> None:
+    # Capping silently would build other windows than the recipe asks for.
+    with pytest.raises(PreprocessError) as error:
+        window_spec(tokenizer, 600, 128)
+    assert str(error.value) == (
+        "max_length 600 is more than the 512 tokens this model takes per window: "
+        "set --max-length 512 or less"
+    )
+
+
+def test_slow_tokenizer_is_an_error(minilm_dir: Any) -> None:
+    from transformers import BertTokenizer
+
+    slow = BertTokenizer(str(minilm_dir / "vocab.txt"))
+    with pytest.raises(PreprocessError, match="is not a fast tokenizer"):
+        window_spec(slow, 128, 32)
 
 
 def test_question_too_long_for_the_window(tokenizer: Any) -> None:

@@ -1,4 +1,4 @@
-"""``python -m qa_finetune.cli``: the same as the ``qa-finetune`` command."""
+"""``python -m qa_finetune.cli.app``: the same as the ``qa-finetune`` command."""
 
 from qa_finetune.cli.app import app
 

@@ -6,7 +6,8 @@ special or padding token).
 
 Candidate search, for every window: the ``n_best`` highest-scoring context positions as starts
 times the ``n_best`` highest as ends; a pair is kept when ``end >= start``, it spans at most
-``max_answer_length`` tokens and it covers at least one character. Its score is
+``max_answer_length`` tokens and it covers at least one character; zero-width tokens are
+neither starts nor ends. Its score is
 ``start_logit + end_logit`` (in float64). Equal logits are ranked by lower position, so the
 result never depends on sort internals. Identical character spans from overlapping windows
 count once, with their higher score. Text is always sliced from the context by character
@@ -346,7 +347,9 @@ def _search(
     if n_best < 1 or max_answer_length < 1:
         raise ValueError("n_best and max_answer_length must be at least 1")
     # Both offsets are >= 0 exactly when their bitwise or is (one pass instead of two).
-    context = (offsets[..., 0] | offsets[..., 1]) >= 0
+    # A zero-width token (byte-level BPE's lone spaces, a whitespace-only piece) carries no
+    # characters: as a start or an end it would pull in the whitespace before or after it.
+    context = ((offsets[..., 0] | offsets[..., 1]) >= 0) & (offsets[..., 1] > offsets[..., 0])
     has_context = context.any(axis=1)
     first = np.where(has_context, context.argmax(axis=1), 0)
     stop = np.where(has_context, context.shape[1] - context[:, ::-1].argmax(axis=1), 0)

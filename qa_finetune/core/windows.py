@@ -41,16 +41,26 @@ class WindowSpec:
         return "only_second" if self.question_first else "only_first"
 
 
+def model_max_length(tokenizer: Any) -> int | None:
+    """Most tokens the model takes per window, or None when the tokenizer sets no limit."""
+    value = getattr(tokenizer, "model_max_length", None) or _NO_LIMIT
+    return int(value) if value < _NO_LIMIT else None
+
+
 def window_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
-    """Check the tokenizer and cap ``max_length`` at what the model accepts."""
+    """Check the tokenizer, and that ``max_length`` is within what the model accepts."""
     if not getattr(tokenizer, "is_fast", False):
         raise PreprocessError(
             f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer; offsets need one "
             "(use a model that ships tokenizer.json)"
         )
-    model_max = getattr(tokenizer, "model_max_length", None) or _NO_LIMIT
-    if model_max < _NO_LIMIT:
-        max_length = min(max_length, int(model_max))
+    model_max = model_max_length(tokenizer)
+    if model_max is not None and max_length > model_max:
+        # Capping silently would train on other windows than the recipe says.
+        raise PreprocessError(
+            f"max_length {max_length} is more than the {model_max} tokens this model takes "
+            f"per window: set --max-length {model_max} or less"
+        )
     if stride >= max_length:
         raise PreprocessError(
             f"stride {stride} must be smaller than max_length {max_length}; lower --stride"
@@ -130,9 +140,10 @@ def _pair_windows(encoder: PairEncoder, question: Any, passage: Any, spec: Windo
 class Windows:
     """One tokenized batch: model input columns as lists, plus array views for labelling."""
 
-    encoding: dict[str, list[Any]]  # input_ids, attention_mask[, token_type_ids], offset_mapping
+    # input_ids, attention_mask[, token_type_ids], offset_mapping: as the pair call gives them
+    encoding: dict[str, list[Any]]
     sample_map: np.ndarray  # [windows] -> example index in the batch
-    offsets: np.ndarray  # [windows, length, 2]
+    offsets: np.ndarray  # [windows, length, 2], context tokens trimmed of edge whitespace
     is_context: np.ndarray  # [windows, length] bool
     cls_index: np.ndarray  # [windows]
 
@@ -178,6 +189,41 @@ def _context_mask(
     return ordinary & (seen <= context_tokens)
 
 
+def _trim_whitespace(
+    offsets: np.ndarray, is_context: np.ndarray, contexts: list[str], owner: np.ndarray
+) -> np.ndarray:
+    """Context token offsets without whitespace at their edges.
+
+    Sentencepiece-style tokenizers (XLNet, ALBERT) fold the space before a word into the
+    word's token ("▁Denver" covers " Denver") and byte-level BPE gives tabs and newlines
+    tokens of their own. An answer never starts or ends with whitespace, so labels and answer
+    spans use each token's non-space characters; a whitespace-only token becomes zero-width,
+    which alignment and the span search skip.
+    """
+    distinct = list(dict.fromkeys(contexts))
+    where = {c: i for i, c in enumerate(distinct)}
+    lengths = np.array([len(c) for c in distinct], dtype=np.int64)
+    base = np.concatenate([[0], np.cumsum(lengths)])[[where[contexts[o]] for o in owner]]
+    text = "".join(distinct)
+    solid = np.flatnonzero(np.fromiter((not ch.isspace() for ch in text), bool, len(text)))
+    # For each character position: the first non-space at or after it, and the end of the
+    # last non-space before it. Crossing into a neighbouring context is harmless: both are
+    # clamped to the token's own span below.
+    positions = np.arange(len(text) + 1)
+    after = np.searchsorted(solid, positions)
+    next_solid = np.append(solid, len(text))[after]
+    solid_end = np.where(after > 0, np.append(0, solid + 1)[after], 0)
+    # Other tokens' offsets point into the question: they are left as they are.
+    start = np.where(is_context, offsets[..., 0], 0) + base[:, None]
+    end = np.where(is_context, offsets[..., 1], 0) + base[:, None]
+    new_start = np.minimum(next_solid[start], end)
+    new_end = np.maximum(solid_end[end], new_start)
+    trimmed = offsets.copy()
+    trimmed[..., 0] = np.where(is_context, new_start - base[:, None], offsets[..., 0])
+    trimmed[..., 1] = np.where(is_context, new_end - base[:, None], offsets[..., 1])
+    return trimmed
+
+
 def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) -> Windows:
     """Tokenize a batch of examples into overflowing, unpadded windows and their array views.
 
@@ -215,7 +261,7 @@ def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) 
     return Windows(
         encoding=encoding,
         sample_map=sample_map,
-        offsets=_offsets_array(offsets),
+        offsets=_trim_whitespace(_offsets_array(offsets), is_context, batch["context"], sample_map),
         is_context=is_context,
         cls_index=cls_indices(input_ids, tokenizer.cls_token_id),
     )
@@ -328,8 +374,11 @@ def prepare_eval_features(
     """
     windows = make_windows(batch, tokenizer, spec)
     offset_mapping = [
-        [list(map(int, o)) if windows.is_context[i, k] else None for k, o in enumerate(offsets)]
-        for i, offsets in enumerate(windows.encoding["offset_mapping"])
+        [
+            list(map(int, windows.offsets[i, k])) if windows.is_context[i, k] else None
+            for k in range(len(ids))
+        ]
+        for i, ids in enumerate(windows.encoding["input_ids"])
     ]
     features: dict[str, Any] = {
         **_model_inputs(windows),

@@ -20,7 +20,7 @@ import numpy as np
 
 from qa_finetune.config import Config, load_config
 from qa_finetune.core.spans import null_score, postprocess_predictions
-from qa_finetune.core.windows import WindowSpec, make_windows, window_spec
+from qa_finetune.core.windows import WindowSpec, make_windows, model_max_length, window_spec
 from qa_finetune.errors import QAFinetuneError
 
 # Logit written beyond the end of a window: exp(-1e4) is 0, and it stays finite in float16 sums.
@@ -281,12 +281,12 @@ class QuestionAnswerer:
 
         model_dir = resolve_model_dir(reference)
         trained = run_config(model_dir)
+        tokenizer = load_tokenizer(model_dir)
         if max_length is None:
-            max_length = trained.preprocess.max_length if trained else DEFAULT_MAX_LENGTH
+            max_length = trained.preprocess.max_length if trained else default_max_length(tokenizer)
         if stride is None:
             # Half a window at most, so a smaller --max-length alone still works.
             stride = min(trained.preprocess.stride if trained else DEFAULT_STRIDE, max_length // 2)
-        tokenizer = load_tokenizer(model_dir)
         spec = make_spec(tokenizer, max_length, stride)
         for name, value in (
             ("max_answer_length", max_answer_length),
@@ -409,6 +409,11 @@ def _ranked(candidates: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]
     return [{**candidates[i], "score": float(probabilities[i])} for i in order[:top_k]]
 
 
+def default_max_length(tokenizer: Any) -> int:
+    """``DEFAULT_MAX_LENGTH``, or less for a model that takes fewer tokens per window."""
+    return min(DEFAULT_MAX_LENGTH, model_max_length(tokenizer) or DEFAULT_MAX_LENGTH)
+
+
 def make_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
     """Window settings, checked with the config rules so errors name the option."""
     from qa_finetune.config import PreprocessConfig
@@ -438,7 +443,8 @@ def run_config(model_dir: Path) -> Config | None:
 
 def get_answer(tokenizer: Any, model: Any, question: str, context: str) -> str:
     """The best answer span of ``context`` (the course notebook's signature, any length)."""
-    spec = make_spec(tokenizer, DEFAULT_MAX_LENGTH, DEFAULT_STRIDE)
+    max_length = default_max_length(tokenizer)
+    spec = make_spec(tokenizer, max_length, min(DEFAULT_STRIDE, max_length // 2))
     return QuestionAnswerer(model, tokenizer, spec).answer(question, context)[0]["answer"]
 
 

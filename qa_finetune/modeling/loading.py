@@ -77,12 +77,33 @@ def _from_pytorch_safetensors(model_dir: Path, config: Any) -> Any:
     return model
 
 
+def _float32_head(model: Any) -> Any:
+    """Under mixed precision, let the QA head compute in float32.
+
+    transformers builds its ``qa_outputs`` layer with the global policy, so under
+    ``mixed_float16`` the logits and the softmax cross-entropy on them were float16. Keras'
+    mixed-precision rule is a float32 last layer: its weights are float32 already, so only
+    the compute dtype changes and the outputs (logits, loss) become float32.
+    """
+    import tf_keras
+
+    head = getattr(model, "qa_outputs", None)
+    if head is not None and head.compute_dtype != "float32":
+        head._set_dtype_policy(tf_keras.mixed_precision.Policy("float32"))
+    return model
+
+
 def load_qa_model(model_dir: Path) -> Any:
     """Load ``TFAutoModelForQuestionAnswering`` from a local directory.
 
     TF weights (``tf_model.h5``) load directly; PyTorch-only safetensors are converted in
-    memory. The QA head is freshly initialised when the checkpoint has none.
+    memory. The QA head is freshly initialised when the checkpoint has none, and computes in
+    float32 under mixed precision.
     """
+    return _float32_head(_load_qa_model(model_dir))
+
+
+def _load_qa_model(model_dir: Path) -> Any:
     from transformers import AutoConfig, TFAutoModelForQuestionAnswering
 
     try:

@@ -95,6 +95,29 @@ def resolve_model_dir(reference: str, revision: str | None = None) -> Path:
     return _download(reference, revision)
 
 
+def check_qa_head(model_dir: Path) -> None:
+    """Fail unless ``config.json`` names a model type that has a TensorFlow QA head.
+
+    Reads only the config (no TensorFlow), so a wrong model fails before any work is done.
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_tf_auto import (
+        TF_MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES as TF_QA_HEADS,
+    )
+
+    try:
+        config = AutoConfig.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as exc:
+        raise ModelReferenceError(
+            f"{model_dir}/config.json is unreadable: {exc}".split("\n")[0]
+        ) from exc
+    if config.model_type not in TF_QA_HEADS:
+        raise ModelReferenceError(
+            f"model type '{config.model_type}' has no TensorFlow question-answering head; "
+            "use an encoder such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or XLNet"
+        )
+
+
 def load_tokenizer(model_dir: Path) -> Any:
     """Load the fast tokenizer of a model directory."""
     from transformers import AutoTokenizer

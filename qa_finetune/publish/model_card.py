@@ -323,6 +323,17 @@ def _usage(repo_id: str) -> list[str]:
     ]
 
 
+def _architecture(run_dir: Path) -> list[str]:
+    """The model class and type from ``model/config.json`` (nothing when it is unreadable)."""
+    model_config = _read_json(run_dir / "model" / "config.json")
+    architectures = model_config.get("architectures")
+    if not isinstance(architectures, list) or not architectures:
+        return []
+    model_type = model_config.get("model_type")
+    kind = f" (model type `{model_type}`)" if isinstance(model_type, str) else ""
+    return ["", f"Architecture: `{architectures[0]}`{kind}."]
+
+
 def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICENSE) -> str:
     """The README.md text (front matter + body) describing the run in ``run_dir``."""
     run_dir = Path(run_dir)
@@ -335,6 +346,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     body = [f"# {repo_id.rpartition('/')[2]}", ""]
     body += _summary(repo_id, config, training, headline)
+    body += _architecture(run_dir)
     body += ["", "## Training recipe", ""]
     if config:
         body += ["The resolved configuration of the run (`training/config.yaml`):", ""]

@@ -21,10 +21,16 @@ from qa_finetune.core.windows import (
     prepare_train_features,
     window_spec,
 )
-from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
+from qa_finetune.modeling.reference import (
+    check_qa_head,
+    load_tokenizer,
+    resolve_model_dir,
+    tokenizer_fingerprint,
+)
 
-# Bump when the feature layout changes, so old caches are rebuilt.
-FEATURE_FORMAT = 1
+# Bump when the feature layout changes, so old caches are rebuilt. 2: byte-level BPE offsets
+# trimmed once, context offsets without edge whitespace.
+FEATURE_FORMAT = 2
 MAP_BATCH_SIZE = 1000
 
 
@@ -179,11 +185,20 @@ def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
     return optional("train"), optional("validation"), optional("validation_examples"), report
 
 
-def prepare(config: Config, force: bool = False) -> PreparedData:
-    """Build (or reuse) the features for ``config`` and return them with their report."""
+def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
+    """The model directory, its fast tokenizer and the window settings, all checked: a model
+    without a TF QA head, a slow tokenizer or a window too long for the model fails here,
+    before any work is done."""
     model_dir = resolve_model_dir(config.model.name_or_path, config.model.revision)
+    check_qa_head(model_dir)
     tokenizer = load_tokenizer(model_dir)
     spec = window_spec(tokenizer, config.preprocess.max_length, config.preprocess.stride)
+    return model_dir, tokenizer, spec
+
+
+def prepare(config: Config, force: bool = False) -> PreparedData:
+    """Build (or reuse) the features for ``config`` and return them with their report."""
+    model_dir, tokenizer, spec = check_model(config)
     check_files_exist(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec)
     cache_dir = features_root(config) / fingerprint

@@ -48,8 +48,14 @@ def make_dataset(
     ``fixed_length`` pads every window to that length instead: the original recipe's loader,
     kept for benchmarks.
     """
+    import copy
+
     from transformers import DataCollatorWithPadding
 
+    # Labels are positions in the unpadded window: padding goes after it, whatever side the
+    # tokenizer pads on (XLNet pads on the left), as in prediction.
+    tokenizer = copy.copy(tokenizer)
+    tokenizer.padding_side = "right"
     if seed is not None:
         order = bucketed_order(window_lengths(features), batch_size, seed, bucketing)
         features = features.select(order)

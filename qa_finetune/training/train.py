@@ -24,7 +24,7 @@ from qa_finetune.evaluation.evaluate import evaluate_loaded
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.runs import directory as rundir
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
-from qa_finetune.training.prepare import PreparedData, prepare
+from qa_finetune.training.prepare import PreparedData, check_model, prepare
 from qa_finetune.training.tf_data import make_dataset, pad_multiple
 
 STATE_FILE = "state-{number}.json"
@@ -129,6 +129,8 @@ def _restore(
 def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path:
     """Fine-tune per ``config``; returns the run directory."""
     run_dir = rundir.run_directory(config)
+    # A model that cannot be trained fails before a run directory or features are made.
+    check_model(config)
     rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
