@@ -117,30 +117,59 @@ def _write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
 
 def _restore(
     manager: tf.train.CheckpointManager, checkpoint: tf.train.Checkpoint, run_dir: Path
-) -> TrainState:
-    path = manager.latest_checkpoint
-    checkpoint.restore(path).expect_partial()
+) -> tuple[TrainState, int]:
+    """The training state of the latest checkpoint, and its step.
+
+    A damaged checkpoint (half-written by a killed process, truncated, edited) is one clear
+    error naming the file and the fix, never a TensorFlow traceback.
+    """
+    folder = run_dir / rundir.CHECKPOINT_DIR
+    fix = (
+        "start the run again with --overwrite (the old run stays until the new one has a "
+        f"checkpoint), or delete {folder} and train without --resume"
+    )
+    try:
+        path = manager.latest_checkpoint
+    except Exception:  # an unparsable index file
+        path = None
+    if path is None:
+        raise QAFinetuneError(
+            f"{folder / 'checkpoint'} names no checkpoint whose files exist: {fix}"
+        )
     number = path.rsplit("-", 1)[-1]
-    state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=number)
-    values = json.loads(state_path.read_text(encoding="utf-8"))
-    return TrainState(**values)
+    state_path = folder / STATE_FILE.format(number=number)
+    try:
+        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+    except Exception as exc:  # TensorFlow raises many types for damaged files
+        raise QAFinetuneError(
+            f"checkpoint {path} is damaged or does not fit this model ({type(exc).__name__}): {fix}"
+        ) from None
+    try:
+        values = json.loads(state_path.read_text(encoding="utf-8"))
+        return TrainState(**values), int(number)
+    except (OSError, ValueError, TypeError) as exc:
+        raise QAFinetuneError(
+            f"{state_path} is missing or damaged ({type(exc).__name__}): {fix}"
+        ) from None
 
 
 def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path:
-    """Fine-tune per ``config``; returns the run directory."""
+    """Fine-tune per ``config``; returns the run directory.
+
+    Nothing on disk changes until the data and the model have loaded: an existing run replaced
+    with ``overwrite`` is kept aside until the new run has a checkpoint or a model.
+    """
     run_dir = rundir.run_directory(config)
-    rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
         from qa_finetune.config import load_config
 
         config = load_config(run_dir / "config.yaml")
-    rundir.write_text_atomic(run_dir / "config.yaml", config.to_yaml())
 
     prepared = prepare(config)
     if len(prepared.train) == 0:
         raise QAFinetuneError("no training windows were built: check the training data")
-    tokenizer = prepared.tokenizer
 
     tf_keras.utils.set_random_seed(config.train.seed)
     if not has_gpu():
@@ -150,13 +179,40 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     strategy = make_strategy(config.train.strategy)
     schedule = Schedule.of(config, len(prepared.train))
     with strategy.scope():
-        model, optimizer = _build_model(config, prepared, schedule)
+        model, _ = _build_model(config, prepared, schedule)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+
+    claim = rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    try:
+        _run(config, claim, prepared, schedule, strategy, precision, model, checkpoint)
+    finally:
+        claim.release()
+    return run_dir
+
+
+def _run(
+    config: Config,
+    claim: rundir.RunClaim,
+    prepared: PreparedData,
+    schedule: Schedule,
+    strategy: Any,
+    precision: str,
+    model: Any,
+    checkpoint: Any,
+) -> None:
+    """Train in the claimed run directory: restore, fit, validate, checkpoint, finish."""
+    run_dir = claim.run_dir
+    tokenizer = prepared.tokenizer
+    optimizer = model.optimizer
+    rundir.write_text_atomic(run_dir / "config.yaml", config.to_yaml())
+    rundir.remove_partial_checkpoints(run_dir)
     manager = tf.train.CheckpointManager(
         checkpoint, str(run_dir / rundir.CHECKPOINT_DIR), max_to_keep=1
     )
-
-    state = _restore(manager, checkpoint, run_dir) if resume else TrainState()
+    state = TrainState()
+    if not claim.created:
+        state, restored_step = _restore(manager, checkpoint, run_dir)
+        print(f"resuming from step {restored_step} of {schedule.total_steps}", flush=True)
     device = _device()
     rundir.write_json(
         run_dir / "env.json",
@@ -181,6 +237,7 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
         state_path.parent.mkdir(parents=True, exist_ok=True)
         rundir.write_json(state_path, state.__dict__)
         manager.save(checkpoint_number=at_step)
+        claim.commit()
         for old in state_path.parent.glob("state-*.json"):
             if old != state_path:
                 old.unlink(missing_ok=True)
@@ -258,7 +315,6 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
         )
     state.train_seconds += time.time() - started
     _finish(run_dir, config, prepared, state, schedule, step(), model, tokenizer)
-    return run_dir
 
 
 def _fit(
