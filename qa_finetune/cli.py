@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.errors import QAFinetuneError, scrub_secrets
 from qa_finetune.native_logs import import_tensorflow_quietly
 
 # Locals are never shown in tracebacks: they can hold a Hub token.
@@ -53,7 +53,8 @@ OutputDirOption = Annotated[
 
 
 def _fail(message: str, code: int = 1) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    # Every message is scrubbed here, whatever raised it: a server may echo a token back.
+    typer.secho(f"error: {scrub_secrets(message)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import yaml
 
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.errors import QAFinetuneError, scrub_secrets
 from qa_finetune.model_card import build_model_card
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -56,10 +56,8 @@ class PushResult:
 
 
 def _scrub(text: str, token: str | None) -> str:
-    """``text`` with the token replaced, on one line."""
-    if token:
-        text = text.replace(token, "***")
-    return " ".join(text.split())
+    """``text`` with the token (and anything shaped like a Hub token) masked, on one line."""
+    return scrub_secrets(text, token)
 
 
 def check_run_dir(run_dir: Path) -> Path:
@@ -154,14 +152,17 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
 
 
 def resolve_token(token: str | None) -> str:
-    """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``."""
-    if token:
-        return token
-    if os.environ.get("HF_TOKEN"):
-        return os.environ["HF_TOKEN"]
+    """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``.
+
+    Whitespace around a pasted token is not part of it.
+    """
+    if token and token.strip():
+        return token.strip()
+    if os.environ.get("HF_TOKEN", "").strip():
+        return os.environ["HF_TOKEN"].strip()
     import huggingface_hub
 
-    cached = huggingface_hub.get_token()
+    cached = (huggingface_hub.get_token() or "").strip()
     if cached:
         return cached
     raise QAFinetuneError("no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN")

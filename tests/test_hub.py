@@ -533,3 +533,30 @@ def test_push_modules_do_not_import_tensorflow() -> None:
         "sys.exit(any(m in sys.modules for m in ('tensorflow', 'transformers')))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_pasted_token_is_stripped_and_any_echoed_token_masked(
+    tmp_path: Path, fake_hub: FakeHub
+) -> None:
+    run_dir = make_run_dir(tmp_path)
+    other = "hf_SomeOtherTokenEchoedBack42"
+    fake_hub.failures["post-commit"] = (500, {"error": f"bad {TOKEN} and {other}"})
+    with pytest.raises(QAFinetuneError) as info:
+        push_run(run_dir, REPO_ID, token=f"{TOKEN} \n")
+    assert fake_hub.calls("create")[0].headers["authorization"] == f"Bearer {TOKEN}"
+    message = str(info.value)
+    assert TOKEN not in message and other not in message and "hf_" not in message
+
+
+def test_cli_error_printer_masks_tokens_from_any_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune import cli
+
+    def leaky(*args: object, **kwargs: object) -> None:
+        raise QAFinetuneError(f"the server said: token {TOKEN} is bad")
+
+    monkeypatch.setattr("qa_finetune.hub.push_run", leaky)
+    result = CliRunner().invoke(cli.app, ["push", str(Path("run")), "--repo-id", REPO_ID])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: the server said: token *** is bad"

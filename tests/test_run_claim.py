@@ -96,9 +96,7 @@ def _config(model_dir: Path, output_dir: Path, train_file: str) -> Any:
     config = tiny_config(model_dir, output_dir)
     import dataclasses
 
-    return dataclasses.replace(
-        config, data=dataclasses.replace(config.data, train_file=train_file)
-    )
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, train_file=train_file))
 
 
 def test_overwrite_with_missing_data_keeps_the_old_run(tmp_path: Path) -> None:
