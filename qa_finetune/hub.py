@@ -11,6 +11,7 @@ staged files, the result, log messages or error text (any message is scrubbed of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import yaml
 
 from qa_finetune.errors import QAFinetuneError, scrub_secrets
 from qa_finetune.model_card import build_model_card
+from qa_finetune.public_paths import public_path, public_values
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.
@@ -106,6 +108,22 @@ def _copy_files(source: Path, target: Path) -> None:
             shutil.copy2(path, destination)
 
 
+def _make_public(path: Path) -> None:
+    """Rewrite a staged JSON or YAML record with local paths reduced to file names."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            values = public_values(json.loads(text))
+            text = json.dumps(values, indent=2, ensure_ascii=False) + "\n"
+        else:
+            text = yaml.safe_dump(public_values(yaml.safe_load(text)), sort_keys=False)
+    except (ValueError, yaml.YAMLError):
+        text = public_path(text)  # not parsable: still no local path goes out
+    path.write_text(text, encoding="utf-8")
+
+
 def _is_previous_staging(folder: Path) -> bool:
     """Whether ``folder`` is an upload folder staged earlier (its card carries our tag)."""
     try:
@@ -142,6 +160,8 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
         if (run_dir / name).is_file():
             (staging_dir / "training").mkdir(exist_ok=True)
             shutil.copy2(run_dir / name, staging_dir / "training" / name)
+    for record in ("training/config.yaml", "training/metrics.json", "eval/metrics.json"):
+        _make_public(staging_dir / record)
     card = build_model_card(run_dir, repo_id)
     # Written last so that it replaces any README.md that came with the model files.
     (staging_dir / "README.md").write_text(card, encoding="utf-8")
