@@ -47,6 +47,13 @@ ValidationFileOption = Annotated[
 DatasetOption = Annotated[
     str | None, typer.Option("--dataset", help="Hugging Face Hub dataset name, e.g. squad.")
 ]
+AllowUntrainedOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-untrained-head",
+        help="Do not warn when the model has no trained QA head (a base encoder).",
+    ),
+]
 OutputDirOption = Annotated[
     str | None, typer.Option("--output-dir", help="Root folder for runs and feature caches.")
 ]
@@ -223,6 +230,7 @@ def ask(
         bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
     ] = False,
     output_dir: OutputDirOption = None,
+    allow_untrained_head: AllowUntrainedOption = False,
 ) -> None:
     """Answer a question from a context of any length."""
     from qa_finetune.infer import check_pair, latest_run
@@ -239,7 +247,11 @@ def ask(
     from qa_finetune.infer import QuestionAnswerer, answer_batch_file
 
     answerer = QuestionAnswerer.load(
-        reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
+        reference,
+        max_length=max_length,
+        stride=stride,
+        max_answer_length=max_answer_length,
+        warn_untrained_head=not allow_untrained_head,
     )
     if batch is not None:
         written, failed = answer_batch_file(
@@ -289,6 +301,7 @@ def evaluate(
     batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 64,
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
+    allow_untrained_head: AllowUntrainedOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     if predictions is None:
@@ -318,6 +331,7 @@ def evaluate(
         batch_size=batch_size,
         max_length=max_length,
         stride=stride,
+        warn_untrained_head=not allow_untrained_head,
     )
 
 

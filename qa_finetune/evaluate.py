@@ -280,6 +280,7 @@ def evaluate_model(
     batch_size: int = 64,
     max_length: int | None = None,
     stride: int | None = None,
+    warn_untrained_head: bool = True,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/."""
     from datasets import Dataset
@@ -301,6 +302,7 @@ def evaluate_model(
         max_answer_length=inference.max_answer_length,
         n_best=inference.n_best,
         batch_size=batch_size,
+        warn_untrained_head=warn_untrained_head,
     )
     answerer.check_questions(
         [r["question"] for r in examples.records],

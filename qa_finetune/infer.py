@@ -272,10 +272,13 @@ class QuestionAnswerer:
         max_answer_length: int = 30,
         n_best: int = 20,
         batch_size: int = 32,
+        warn_untrained_head: bool = True,
     ) -> QuestionAnswerer:
         """Load once from a run dir, model dir, installed package or Hub id.
 
         A run directory's ``config.yaml`` supplies the window settings it was trained with.
+        A model whose checkpoint has no QA head (a base encoder) gets a warning on stderr
+        unless ``warn_untrained_head`` is False.
         """
         from qa_finetune.model_ref import load_tokenizer, resolve_model_dir
 
@@ -295,8 +298,11 @@ class QuestionAnswerer:
         ):
             if value < 1:
                 raise InferenceError(f"{name} must be at least 1, got {value}")
-        from qa_finetune.modeling import load_qa_model
+        from qa_finetune.modeling import load_qa_model, untrained_head_warning
 
+        warning = untrained_head_warning(model_dir) if warn_untrained_head else None
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         model = load_qa_model(model_dir)
         return cls(model, tokenizer, spec, max_answer_length, n_best, batch_size)
 
