@@ -6,6 +6,7 @@ Heavy modules (datasets, transformers, TensorFlow) are imported inside each comm
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -183,17 +184,49 @@ def train(
         typer.echo(f"Pushed to {result.url}")
 
 
+def _stdin_bytes(wait: bool) -> bytes | None:
+    """What is piped on stdin; None for a terminal, or (``wait`` False) when nothing is ready.
+
+    Without ``wait`` an open but silent pipe is not read: it would block forever.
+    """
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return None
+    if not wait:
+        try:
+            import select
+
+            ready, _, _ = select.select([stream.fileno()], [], [], 0)
+            if not ready:
+                return None
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass  # no file descriptor (an in-memory stream): reading cannot block
+    buffer = getattr(stream, "buffer", None)
+    return buffer.read() if buffer is not None else stream.read().encode("utf-8")
+
+
 def _read_context(context: str | None, context_file: Path | None) -> str:
-    if context is not None and context_file is not None:
+    """The context exactly as given: files and stdin are decoded, never newline-translated,
+    so answer offsets count the characters of the file."""
+    from qa_finetune.textio import decode_utf8, read_text
+
+    given = [name for name, v in (("--context", context), ("--context-file", context_file)) if v]
+    if len(given) > 1:
         raise QAFinetuneError("give the context once: --context or --context-file, not both")
+    if given:
+        piped = _stdin_bytes(wait=False)
+        if piped and piped.strip():
+            raise QAFinetuneError(
+                f"give the context once: {given[0]} or stdin, not both "
+                "(drop the option or the pipe)"
+            )
     if context_file is not None:
-        if not context_file.is_file():
-            raise QAFinetuneError(f"context file not found: {context_file}")
-        return context_file.read_text(encoding="utf-8")
+        return read_text(context_file, "context file", "--context-file")
     if context is not None:
         return context
-    if not sys.stdin.isatty():
-        return sys.stdin.read()
+    piped = _stdin_bytes(wait=True)
+    if piped is not None:
+        return decode_utf8(piped, "stdin")
     raise QAFinetuneError(
         "no context: pass --context TEXT, --context-file PATH or pipe it on stdin"
     )
@@ -233,10 +266,18 @@ def ask(
     allow_untrained_head: AllowUntrainedOption = False,
 ) -> None:
     """Answer a question from a context of any length."""
-    from qa_finetune.infer import check_pair, latest_run
+    from qa_finetune.infer import check_pair, latest_run, read_batch_file
 
     text = ""
-    if batch is None:
+    parsed = None
+    if batch is not None:
+        # Every line is read and checked before the model loads, so a mistake fails at once.
+        parsed = read_batch_file(batch, skip_errors)
+        if parsed[1] and not parsed[0]:
+            raise QAFinetuneError(
+                f"all {parsed[1]} lines of {batch} were skipped: fix them (see above)"
+            )
+    else:
         # The input is checked before the model loads, so a mistake fails at once.
         if question is None:
             raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --context TEXT')
@@ -261,9 +302,14 @@ def ask(
             top_k=top_k,
             handle_impossible_answer=allow_no_answer,
             skip_errors=skip_errors,
+            parsed=parsed,
         )
         skipped = f", {failed} lines skipped" if failed else ""
         typer.echo(f"answered {written} questions{skipped}", err=output is None)
+        if failed and not written:
+            raise QAFinetuneError(
+                f"all {failed} lines of {batch} were skipped: fix them (see above)"
+            )
         return
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
