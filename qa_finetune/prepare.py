@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.data import LoadedData, check_files_exist, load_data, split_paths
+from qa_finetune.errors import QAFinetuneError
 from qa_finetune.metrics import normalize_answer
 from qa_finetune.model_ref import load_tokenizer, resolve_model_dir, tokenizer_fingerprint
 from qa_finetune.preprocess import (
@@ -169,14 +171,34 @@ def _write_atomically(target: Path, parts: dict[str, Any], report: dict[str, Any
 
 
 def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """Read the cache back; a damaged one (truncated, zeroed, edited) raises ``CacheError``."""
     from datasets import load_from_disk
 
     def optional(name: str) -> Any:
         path = cache_dir / name
-        return load_from_disk(str(path)) if path.exists() else None
+        if not path.exists():
+            return None
+        dataset = load_from_disk(str(path))
+        if len(dataset):
+            dataset[len(dataset) - 1]  # reads through to the last row: a short file fails here
+        return dataset
 
-    report = json.loads((cache_dir / "prepare_report.json").read_text(encoding="utf-8"))
-    return optional("train"), optional("validation"), optional("validation_examples"), report
+    try:
+        report = json.loads((cache_dir / "prepare_report.json").read_text(encoding="utf-8"))
+        train = optional("train")
+        validation = optional("validation")
+        examples = optional("validation_examples")
+        expected = (report["train"]["features"], report["validation"]["features"])
+        found = (len(train) if train is not None else -1, len(validation or []))
+    except Exception as exc:  # Arrow, JSON and file errors all mean the same thing here
+        raise CacheError(f"{cache_dir} is damaged ({type(exc).__name__})") from None
+    if found != expected:
+        raise CacheError(f"{cache_dir} is damaged (holds {found} windows, expected {expected})")
+    return train, validation, examples, report
+
+
+class CacheError(QAFinetuneError):
+    """A feature cache on disk cannot be read back."""
 
 
 def prepare(config: Config, force: bool = False) -> PreparedData:
@@ -202,7 +224,13 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
             report,
         )
     # Fresh or reused, the features are read back memory-mapped from the cache.
-    train, validation, validation_examples, report = _load_cached(cache_dir)
+    try:
+        train, validation, validation_examples, report = _load_cached(cache_dir)
+    except CacheError as exc:
+        if not cached:
+            raise CacheError(f"{exc}: run `qa-finetune prepare --force` to rebuild it") from None
+        print(f"{exc}: rebuilding it", file=sys.stderr, flush=True)
+        return prepare(config, force=True)
     return PreparedData(
         train,
         validation,
