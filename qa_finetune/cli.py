@@ -159,24 +159,36 @@ def train(
     """Fine-tune a QA model, evaluating each epoch; writes a self-describing run directory."""
     if push_to_hub and not repo_id:
         _fail("--push-to-hub needs --repo-id USER/NAME")
+    if resume and overwrite:
+        _fail("--resume continues a run and --overwrite replaces it: choose one")
+    from qa_finetune.config import Config, apply_overrides, requested_values
+
+    # Resolved before TensorFlow loads, so a config mistake fails at once.
+    requested = requested_values(
+        config,
+        {
+            "model": {"name_or_path": model},
+            "data": {
+                "train_file": train_file,
+                "validation_file": validation_file,
+                "dataset": dataset,
+            },
+            "preprocess": {"max_length": max_length, "stride": stride},
+            "train": {
+                "epochs": epochs,
+                "batch_size": batch_size,
+                "learning_rate": learning_rate,
+                "run_name": run_name,
+                "output_dir": output_dir,
+            },
+        },
+        set_,
+    )
+    resolved = apply_overrides(Config(), requested)
     import_tensorflow_quietly()
     from qa_finetune.train import train as run_train
 
-    resolved = _resolve(
-        config,
-        set_,
-        model={"name_or_path": model},
-        data={"train_file": train_file, "validation_file": validation_file, "dataset": dataset},
-        preprocess={"max_length": max_length, "stride": stride},
-        train={
-            "epochs": epochs,
-            "batch_size": batch_size,
-            "learning_rate": learning_rate,
-            "run_name": run_name,
-            "output_dir": output_dir,
-        },
-    )
-    run_dir = run_train(resolved, resume=resume, overwrite=overwrite)
+    run_dir = run_train(resolved, resume=resume, overwrite=overwrite, requested=requested)
     if push_to_hub and repo_id:
         from qa_finetune.hub import push_run
 

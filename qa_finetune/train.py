@@ -11,6 +11,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,38 @@ def _restore(
         ) from None
 
 
-def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path:
+def _check_resume_request(run_dir: Path, stored: Config, requested: Mapping[str, Any]) -> None:
+    """Refuse options given with ``--resume`` that would change the run's recipe."""
+    from qa_finetune.config import apply_overrides
+
+    asked = apply_overrides(stored, requested).to_dict()
+    was = stored.to_dict()
+    # run_name and output_dir say where the run is, not how it trains.
+    locating = {("train", "run_name"), ("train", "output_dir")}
+    changed = [
+        f"{section}.{key} ({was[section][key]!r} -> {value!r})"
+        for section, values in asked.items()
+        for key, value in values.items()
+        if value != was[section][key] and (section, key) not in locating
+    ]
+    if changed:
+        raise QAFinetuneError(
+            f"--resume continues {run_dir} as recorded in its config.yaml; these options would "
+            f"change it: {', '.join(changed)}. Drop them, or start a new run "
+            "(--run-name NEW or --overwrite)"
+        )
+
+
+def train(
+    config: Config,
+    resume: bool = False,
+    overwrite: bool = False,
+    requested: Mapping[str, Any] | None = None,
+) -> Path:
     """Fine-tune per ``config``; returns the run directory.
+
+    ``requested`` holds the values the user gave explicitly; with ``resume`` any of them that
+    differs from the run's recorded config is an error rather than silently ignored.
 
     Nothing on disk changes until the data and the model have loaded: an existing run replaced
     with ``overwrite`` is kept aside until the new run has a checkpoint or a model.
@@ -165,7 +196,9 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
         from qa_finetune.config import load_config
 
-        config = load_config(run_dir / "config.yaml")
+        stored = load_config(run_dir / "config.yaml")
+        _check_resume_request(run_dir, stored, requested or {})
+        config = stored
 
     prepared = prepare(config)
     if len(prepared.train) == 0:
@@ -232,7 +265,12 @@ def _run(
     def step() -> int:
         return int(optimizer.iterations.numpy())
 
+    # Seconds of earlier processes (a resumed run) plus this one's, kept in every checkpoint.
+    earlier_seconds = state.train_seconds
+    started = time.time()
+
     def save(at_step: int) -> None:
+        state.train_seconds = earlier_seconds + time.time() - started
         state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=at_step)
         state_path.parent.mkdir(parents=True, exist_ok=True)
         rundir.write_json(state_path, state.__dict__)
@@ -298,7 +336,6 @@ def _run(
             tf_keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), update_freq=50)
         )
 
-    started = time.time()
     start_step = step()
     try:
         _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks, interactive)
@@ -313,7 +350,11 @@ def _run(
             f"(now {config.train.learning_rate:g}) or set train.mixed_precision=off; "
             f"--resume restarts from the last good checkpoint"
         )
-    state.train_seconds += time.time() - started
+    state.train_seconds = earlier_seconds + time.time() - started
+    final_state = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=step())
+    if final_state.is_file():
+        # The last checkpoint is the final step: it keeps the whole training time.
+        rundir.write_json(final_state, state.__dict__)
     _finish(run_dir, config, prepared, state, schedule, step(), model, tokenizer)
 
 

@@ -124,5 +124,5 @@ def test_exponent_floats_are_accepted(tmp_path: Path, text: str) -> None:
 
 
 def test_text_is_still_not_a_float() -> None:
-    with pytest.raises(ConfigError, match="train.learning_rate': expected float"):
+    with pytest.raises(ConfigError, match=r"train\.learning_rate': expected float"):
         resolve_config(None, None, ["train.learning_rate=fast"])

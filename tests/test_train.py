@@ -234,3 +234,33 @@ def test_export_needs_a_checkpoint(tmp_path: Path) -> None:
 def test_unknown_keep_model_is_a_config_error() -> None:
     with pytest.raises(QAFinetuneError, match=r"train\.keep_model"):
         Config.from_dict({"train": {"keep_model": "newest"}})
+
+
+def test_resume_bookkeeping(
+    finished_run: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Options that change a resumed run are refused; resuming a finished run keeps its
+    training time; stale partial checkpoints go; the resumed step is printed."""
+    import shutil
+
+    from qa_finetune.train import train
+
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(finished_run, run_dir)
+    before = json.loads((run_dir / "metrics.json").read_text())
+    stale = run_dir / "checkpoints" / f"ckpt-{before['steps'] + 1}_temp"
+    stale.mkdir()
+    (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 64)
+    config = tiny_config(tiny_model_dir, tmp_path)
+    with pytest.raises(QAFinetuneError, match=r"would change it: train\.epochs \(2\.0 -> 3\.0\)"):
+        train(config, resume=True, requested={"train": {"epochs": 3, "run_name": "tiny"}})
+    assert not capsys.readouterr().out
+
+    train(config, resume=True, requested={"train": {"run_name": "tiny", "epochs": 2}})
+    after = json.loads((run_dir / "metrics.json").read_text())
+    steps = before["steps"]
+    assert f"resuming from step {steps} of {steps}" in capsys.readouterr().out
+    assert after["steps"] == steps
+    assert before["train_seconds"] > 0
+    assert after["train_seconds"] >= before["train_seconds"]
+    assert not stale.exists()
