@@ -79,6 +79,11 @@ def friendly_errors(command: F) -> F:
             _fail("interrupted; completed checkpoints and files on disk are intact", 130)
         except MemoryError:
             _fail("out of memory: lower --batch-size or --max-length")
+        except OSError as exc:
+            # Unwritable or impossible output paths (read-only, a file where a folder should be).
+            where = f" {exc.filename}" if exc.filename else ""
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            _fail(f"cannot use{where}: {reason} (check the path and its permissions)")
 
     return wrapper  # type: ignore[return-value]
 
@@ -427,14 +432,15 @@ def push(
         bool, typer.Option("--dry-run", help="Write the upload folder and card; no network.")
     ] = False,
     staging_dir: Annotated[
-        Path | None, typer.Option(help="Where --dry-run writes the upload folder.")
+        Path | None,
+        typer.Option(help="Where --dry-run writes the upload folder (default: a temporary one)."),
     ] = None,
 ) -> None:
     """Publish a run (model, tokenizer, model card, evaluation files) to the Hub."""
     from qa_finetune.hub import push_run
 
-    if dry_run and staging_dir is None:
-        staging_dir = run_dir.parent / f"{run_dir.name}-hub-upload"
+    # Without --staging-dir a dry run stages in a temporary folder (a model-sized copy does
+    # not belong beside the run) and says where it is.
     result = push_run(
         run_dir,
         repo_id,

@@ -264,3 +264,56 @@ def test_resume_bookkeeping(
     assert before["train_seconds"] > 0
     assert after["train_seconds"] >= before["train_seconds"]
     assert not stale.exists()
+
+
+def _damage(folder: Path, kind: str) -> str:
+    """Damage the latest checkpoint in ``folder`` one way; returns the file named in the error."""
+    index = next(folder.glob("ckpt-*.index"))
+    data = next(folder.glob("ckpt-*.data-*"))
+    state = next(folder.glob("state-*.json"))
+    if kind == "garbled-index-file":
+        (folder / "checkpoint").write_text("model_checkpoint_path: \x00\x01 not a proto {")
+        return str(folder / "checkpoint")
+    if kind == "missing-files":
+        index.unlink()
+        return str(index.with_suffix(""))
+    if kind == "truncated-data":
+        data.write_bytes(data.read_bytes()[:100])
+        return str(index.with_suffix(""))
+    if kind == "zeroed-index":
+        index.write_bytes(bytes(index.stat().st_size))
+        return str(index.with_suffix(""))
+    if kind == "missing-state":
+        state.unlink()
+        return str(state)
+    state.write_text("{not json")
+    return str(state)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "garbled-index-file",
+        "corrupt-state",
+        # The same path through TensorFlow's reader, a model load each: slow.
+        pytest.param("missing-files", marks=pytest.mark.slow),
+        pytest.param("truncated-data", marks=pytest.mark.slow),
+        pytest.param("zeroed-index", marks=pytest.mark.slow),
+        pytest.param("missing-state", marks=pytest.mark.slow),
+    ],
+)
+def test_damaged_checkpoint_on_resume_names_the_file_and_fix(
+    finished_run: Path, tiny_model_dir: Path, tmp_path: Path, kind: str
+) -> None:
+    import shutil
+
+    from qa_finetune.train import train
+
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(finished_run, run_dir)
+    named = _damage(run_dir / "checkpoints", kind)
+    with pytest.raises(QAFinetuneError) as info:
+        train(tiny_config(tiny_model_dir, tmp_path), resume=True)
+    message = str(info.value)
+    assert named in message and "--overwrite" in message and "\n" not in message
+    assert (run_dir / "model" / "tf_model.h5").is_file()  # nothing else was touched
