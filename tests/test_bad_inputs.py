@@ -183,6 +183,21 @@ ROWS: dict[str, Row] = {
         "Not a directory (check the path and its permissions)",
         ("blocker", "d.json"),
     ),
+    "train-output-under-a-file": Row(
+        files(d_dot_json=SQUAD, blocker="x"),
+        [
+            "train",
+            "--output-dir",
+            "{tmp}/blocker/out",
+            "--train-file",
+            "{tmp}/d.json",
+            "--set",
+            "data.validation_fraction=0",
+        ],
+        1,
+        "Not a directory (check the path and its permissions)",
+        ("blocker", "d.json"),
+    ),
     "evaluate-predictions-not-utf8": Row(
         files(p_dot_json=b'{"a": "caf\xe9"}', d_dot_json=SQUAD),
         ["evaluate", "--predictions", "{tmp}/p.json", "--data", "{tmp}/d.json"],
@@ -247,6 +262,12 @@ ROWS: dict[str, Row] = {
         1,
         "all 2 lines of",
         ("q.jsonl",),
+    ),
+    "ask-batch-directory": Row(
+        files(folder__q_dot_jsonl="{}"),
+        ["ask", "--batch", "{tmp}/folder", "--model", "{tmp}/no-model"],
+        1,
+        "folder is a directory, not a file: pass a file inside it with --batch",
     ),
     "ask-batch-not-utf8": Row(
         files(q_dot_jsonl=NOT_UTF8),
