@@ -457,7 +457,12 @@ def latest_run(output_dir: Path) -> Path:
     """The most recently trained run under ``output_dir`` (one with ``model/config.json``)."""
     output_dir = Path(output_dir)
     runs = (
-        [p for p in output_dir.iterdir() if (p / "model" / "config.json").is_file()]
+        # Hidden folders are runs being replaced by `train --overwrite`, not runs to use.
+        [
+            p
+            for p in output_dir.iterdir()
+            if not p.name.startswith(".") and (p / "model" / "config.json").is_file()
+        ]
         if output_dir.is_dir()
         else []
     )

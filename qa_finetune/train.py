@@ -40,6 +40,10 @@ class TrainState:
     best_metrics: dict[str, Any] = field(default_factory=dict)
     evals_without_improvement: int = 0
     train_seconds: float = 0.0
+    # Loss summed over the batches of the checkpoint's epoch so far, so that a run resumed
+    # mid-epoch reports the loss of the whole epoch, not only of the batches after resuming.
+    epoch_loss_sum: float = 0.0
+    epoch_loss_batches: int = 0
 
 
 @dataclass
@@ -243,9 +247,13 @@ def _run(
         checkpoint, str(run_dir / rundir.CHECKPOINT_DIR), max_to_keep=1
     )
     state = TrainState()
+    carried: tuple[int, float, int] | None = None  # (epoch, loss sum, batches) before resuming
     if not claim.created:
         state, restored_step = _restore(manager, checkpoint, run_dir)
         print(f"resuming from step {restored_step} of {schedule.total_steps}", flush=True)
+        if restored_step % schedule.steps_per_epoch:
+            epoch = restored_step // schedule.steps_per_epoch
+            carried = (epoch, state.epoch_loss_sum, state.epoch_loss_batches)
     device = _device()
     rundir.write_json(
         run_dir / "env.json",
@@ -269,8 +277,20 @@ def _run(
     earlier_seconds = state.train_seconds
     started = time.time()
 
+    def epoch_so_far(at_step: int, mean: float) -> tuple[float, int]:
+        """(loss sum, batches) of ``at_step``'s epoch, from ``mean`` over this process's part."""
+        batches = hooks.batches
+        epoch = (at_step - 1) // schedule.steps_per_epoch
+        if carried is not None and carried[0] == epoch:
+            return carried[1] + mean * batches, carried[2] + batches
+        return mean * batches, batches
+
     def save(at_step: int) -> None:
         state.train_seconds = earlier_seconds + time.time() - started
+        if at_step % schedule.steps_per_epoch and hooks.last_loss is not None:
+            state.epoch_loss_sum, state.epoch_loss_batches = epoch_so_far(at_step, hooks.last_loss)
+        else:
+            state.epoch_loss_sum, state.epoch_loss_batches = 0.0, 0
         state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=at_step)
         state_path.parent.mkdir(parents=True, exist_ok=True)
         rundir.write_json(state_path, state.__dict__)
@@ -282,6 +302,9 @@ def _run(
 
     def validate(at_step: int, loss: float) -> bool:
         """Score, keep the best model; True asks the loop to stop early."""
+        total, batches = epoch_so_far(at_step, loss)
+        if batches:
+            loss = total / batches
         row: dict[str, Any] = {
             "epoch": round(at_step / schedule.steps_per_epoch, 4),
             "step": at_step,

@@ -132,3 +132,16 @@ def test_overwrite_failing_after_model_load_keeps_the_old_run(
     with pytest.raises(QAFinetuneError, match="simulated"):
         train_module.train(fresh)
     assert not (tmp_path / "fresh" / "tiny").exists()
+
+
+def test_latest_run_skips_a_run_being_replaced(tmp_path: Path) -> None:
+    import os
+
+    from qa_finetune.infer import latest_run
+
+    for name, mtime in (("run", 1_000), (".run.replaced", 2_000)):
+        config = tmp_path / name / "model" / "config.json"
+        config.parent.mkdir(parents=True)
+        config.write_text("{}")
+        os.utime(config, (mtime, mtime))
+    assert latest_run(tmp_path) == tmp_path / "run"

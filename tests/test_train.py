@@ -317,3 +317,45 @@ def test_damaged_checkpoint_on_resume_names_the_file_and_fix(
     message = str(info.value)
     assert named in message and "--overwrite" in message and "\n" not in message
     assert (run_dir / "model" / "tf_model.h5").is_file()  # nothing else was touched
+
+
+@pytest.mark.slow
+def test_train_loss_covers_an_epoch_resumed_midway(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted mid-epoch and resumed, the run reports the mean loss of the whole epoch's
+    batches (both processes), not the loss of the batches after resuming alone."""
+    from qa_finetune import callbacks
+    from qa_finetune.train import train
+
+    original = callbacks.StepHooks.on_train_batch_end
+    per_batch: dict[int, float] = {}  # step -> that batch's own loss
+    previous_mean = [0.0]
+    stop_at = [0]
+
+    def record(self: Any, batch: int, logs: Any = None) -> None:
+        # Keras reports the running mean over this fit call's batches; undo it per batch.
+        mean = float(logs["loss"])
+        per_batch[self._step()] = (batch + 1) * mean - batch * (previous_mean[0] if batch else 0)
+        previous_mean[0] = mean
+        original(self, batch, logs)
+        if self._step() == stop_at[0]:
+            raise KeyboardInterrupt
+
+    config = tiny_config(tiny_model_dir, tmp_path, checkpoint_every_steps=1)
+    monkeypatch.setattr(callbacks.StepHooks, "on_train_batch_end", record)
+    from qa_finetune.train import Schedule, prepare
+
+    steps_per_epoch = Schedule.of(config, len(prepare(config).train)).steps_per_epoch
+    assert steps_per_epoch >= 3  # so that the interruption falls inside the second epoch
+    stop_at[0] = steps_per_epoch + 2
+    with pytest.raises(KeyboardInterrupt):
+        train(config)
+    stop_at[0] = 0
+    run_dir = train(config, resume=True)
+    with (run_dir / "history.csv").open(encoding="utf-8") as handle:
+        history = list(csv.DictReader(handle))
+    second = [per_batch[s] for s in range(steps_per_epoch + 1, 2 * steps_per_epoch + 1)]
+    assert float(history[1]["loss"]) == pytest.approx(sum(second) / len(second), rel=1e-5)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["train_loss"] == pytest.approx(sum(second) / len(second), rel=1e-5)
