@@ -15,7 +15,7 @@ One TensorFlow QA model and its tokenizer answer the same validated questions th
 - pipeline: ``transformers.pipeline("question-answering", framework="tf")`` with the same
   window length, stride and longest answer, ``handle_impossible_answer=False``.
 
-All three are scored by ``qa_finetune.metrics.squad_v1`` against every gold answer. The
+All three are scored by ``qa_finetune.core.metrics.squad_v1`` against every gold answer. The
 notebook's decoding runs batched through the same forward as ours (each question's argmax is
 taken over its own tokens only, so padding cannot change it); the first ``--check`` questions
 are also answered one at a time exactly as the notebook does, to show the answers agree. The

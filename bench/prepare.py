@@ -7,7 +7,7 @@ stride 128, the packaged MiniLM fast tokenizer), each called directly on dict-of
 of 1000 examples, as ``Dataset.map(batched=True, batch_size=1000)`` would call it but without
 the ``datasets`` overhead:
 
-* ours: ``qa_finetune.preprocess.prepare_train_features`` (unpadded, vectorised labels);
+* ours: ``qa_finetune.core.windows.prepare_train_features`` (unpadded, vectorised labels);
 * (a) the course-style recipe: padded to max_length, labels found by a per-feature Python loop
   over ``sequence_ids`` and the offsets;
 * (b) the bare tokenizer call with ours' arguments, the floor any implementation pays.

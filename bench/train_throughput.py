@@ -1,7 +1,7 @@
 """Training throughput: real (non-padding) tokens per second of two loaders, same model.
 
 - ours: windows of similar length batched together, each batch padded to its own longest
-  window (``qa_finetune.tf_data.make_dataset``);
+  window (``qa_finetune.training.tf_data.make_dataset``);
 - padded: the original recipe's loader, shuffled windows all padded to max_length.
 
 Both feed the same compiled model and batch size; runs alternate so machine noise hits both.

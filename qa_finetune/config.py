@@ -7,6 +7,7 @@ value fails where it is set with the key's name in the message.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -229,6 +230,9 @@ _SECTION_TYPES = {
 }
 
 
+_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
 def _coerce(value: Any, annotation: Any, key: str) -> Any:
     """Check ``value`` against a field annotation; ints are accepted where floats are."""
     origin = typing.get_origin(annotation)
@@ -253,6 +257,9 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
             return value
     elif annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        # YAML 1.1 reads 1e-4 (no dot) as a string; it is the float people mean.
+        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
             return float(value)
     elif annotation is str and isinstance(value, str):
         return value
@@ -287,24 +294,37 @@ def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
     return dataclasses.replace(config, **sections)
 
 
-def load_config(path: str | Path | None = None) -> Config:
-    """Defaults, then the YAML file at ``path`` when given."""
-    if path is None:
-        return Config()
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(
-            f"config file not found: {path} (pass an existing YAML file with --config)"
-        )
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    """The nested values of a YAML config file, with one-line errors."""
+    from qa_finetune.core.textio import read_text
+
+    text = read_text(path, "config file", "--config", ConfigError)
     try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        values = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"config file {path} is not valid YAML: {exc}".replace("\n", " ")
         ) from exc
     if not isinstance(values, Mapping):
         raise ConfigError(f"config file {path} must hold a mapping of sections (model, data, ...)")
-    return apply_overrides(Config(), values)
+    return values
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Defaults, then the YAML file at ``path`` when given."""
+    if path is None:
+        return Config()
+    return apply_overrides(Config(), _read_yaml(Path(path)))
+
+
+def _merge(into: dict[str, Any], values: Mapping[str, Any]) -> None:
+    """Merge nested ``values`` into ``into``, section by section; later values win."""
+    for section, section_values in values.items():
+        current = into.get(section)
+        if isinstance(current, Mapping) and isinstance(section_values, Mapping):
+            into[section] = {**current, **section_values}
+        else:
+            into[section] = section_values
 
 
 def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
@@ -320,19 +340,32 @@ def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
     return {section: {key: value}}
 
 
+def requested_values(
+    path: str | Path | None,
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+    assignments: list[str] | None = None,
+) -> dict[str, Any]:
+    """Every value the user asked for (YAML file < ``--set`` < flags), merged, not yet checked."""
+    merged: dict[str, Any] = {}
+    if path is not None:
+        _merge(merged, _read_yaml(Path(path)))
+    for assignment in assignments or []:
+        _merge(merged, parse_set_option(assignment))
+    for section, values in (flags or {}).items():
+        given = {k: v for k, v in values.items() if v is not None}
+        if given:
+            _merge(merged, {section: given})
+    return merged
+
+
 def resolve_config(
     path: str | Path | None,
     flags: Mapping[str, Mapping[str, Any]] | None = None,
     assignments: list[str] | None = None,
 ) -> Config:
-    """Defaults < YAML file < ``--set`` assignments < explicit CLI flags (None means unset)."""
-    config = load_config(path)
-    for assignment in assignments or []:
-        config = apply_overrides(config, parse_set_option(assignment))
-    if flags:
-        cleaned = {
-            section: {k: v for k, v in values.items() if v is not None}
-            for section, values in flags.items()
-        }
-        config = apply_overrides(config, {s: v for s, v in cleaned.items() if v})
-    return config
+    """Defaults < YAML file < ``--set`` assignments < explicit CLI flags (None means unset).
+
+    All values are merged first and checked together, so the order of ``--set`` options does
+    not matter (``max_length=128`` then ``stride=32`` is as good as the reverse).
+    """
+    return apply_overrides(Config(), requested_values(path, flags, assignments))

@@ -83,3 +83,21 @@ def test_push_dry_run_stages_the_upload(tmp_path: Path, tiny_model_dir: Path) ->
     assert "tf_model.h5" in result.output and "README.md" in result.output
     assert "pipeline_tag: question-answering" in result.output
     assert (staging / "README.md").is_file() and (staging / "tf_model.h5").is_file()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "zero", "report"])
+def test_damaged_feature_cache_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    assert _prepare(tmp_path).exit_code == 0
+    (cache,) = [p for p in (tmp_path / "features").iterdir() if p.is_dir()]
+    arrow = next((cache / "train").glob("*.arrow"))
+    if damage == "truncate":
+        arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    elif damage == "zero":
+        arrow.write_bytes(bytes(arrow.stat().st_size))
+    else:
+        (cache / "prepare_report.json").write_text("{")
+    again = _prepare(tmp_path)
+    assert again.exit_code == 0, again.output
+    assert f"{cache} is damaged" in again.stderr and "rebuilding it" in again.stderr
+    third = _prepare(tmp_path)
+    assert "reused cache" in third.output and "damaged" not in third.stderr

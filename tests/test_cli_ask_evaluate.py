@@ -145,3 +145,77 @@ def test_help_and_light_modules_do_not_import_tensorflow() -> None:
     )
     assert "ask" in result.stdout and "evaluate" in result.stdout
     assert "HEAVY []" in result.stdout
+
+
+CRLF_CONTEXT = (
+    "Bridge.\r\nThe Verrin Bay Bridge was designed\r\nby Alma Stroud.\r\nIt opened in 1931.\r\n"
+)
+
+
+def _check_offsets(result: object, text: str) -> None:
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    answers = json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[attr-defined]
+    assert len(answers) == 5
+    for item in answers:
+        assert text[item["start"] : item["end"]] == item["answer"], item
+
+
+def test_crlf_context_file_keeps_its_offsets(tiny_model_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "context.txt"
+    path.write_bytes(CRLF_CONTEXT.encode("utf-8"))
+    args = ["ask", QUESTION, "--context-file", str(path), "--model", str(tiny_model_dir)]
+    _check_offsets(runner.invoke(app, [*args, "--json", "--top-k", "5"]), CRLF_CONTEXT)
+
+
+def test_crlf_stdin_keeps_its_offsets(tiny_model_dir: Path) -> None:
+    args = ["ask", QUESTION, "--model", str(tiny_model_dir), "--json", "--top-k", "5"]
+    _check_offsets(runner.invoke(app, args, input=CRLF_CONTEXT.encode("utf-8")), CRLF_CONTEXT)
+
+
+def test_non_utf8_context_file_and_stdin_are_one_line_errors(tmp_path: Path) -> None:
+    path = tmp_path / "context.txt"
+    path.write_bytes(b"Caf\xe9 by the bridge.")
+    none = str(tmp_path / "no-model")
+    result = runner.invoke(app, ["ask", QUESTION, "--context-file", str(path), "--model", none])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (f"error: {path}: not UTF-8 text (byte 0xe9): save it as UTF-8")
+    result = runner.invoke(app, ["ask", QUESTION, "--model", none], input=b"Caf\xe9")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: stdin: not UTF-8 text (byte 0xe9): save it as UTF-8"
+
+
+def test_stdin_and_context_together_is_an_error(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["ask", QUESTION, "--context", CONTEXT, "--model", str(tmp_path)], input="other"
+    )
+    assert result.exit_code == 1
+    assert "give the context once: --context or stdin, not both" in result.stderr
+
+
+def test_batch_with_a_non_utf8_line_skips_only_that_line(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "questions.jsonl"
+    good = json.dumps({"id": "x", "question": QUESTION, "context": CONTEXT}).encode()
+    source.write_bytes(good + b'\n{"question": "caf\xe9?", "context": "x"}\n')
+    output = tmp_path / "answers.jsonl"
+    args = ["ask", "--batch", str(source), "--model", str(tiny_model_dir), "-o", str(output)]
+    failed = runner.invoke(app, args)
+    assert failed.exit_code == 1
+    assert failed.stderr.strip() == (
+        f"error: {source}:2: not UTF-8 text (byte 0xe9): save it as UTF-8; "
+        "fix the line or pass --skip-errors"
+    )
+    result = runner.invoke(app, [*args, "--skip-errors"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in output.read_text().splitlines()] == ["x"]
+
+
+def test_batch_with_every_line_skipped_fails(tmp_path: Path) -> None:
+    source = tmp_path / "questions.jsonl"
+    source.write_text("not json\n[1]\n")
+    result = runner.invoke(
+        app, ["ask", "--batch", str(source), "--skip-errors", "--model", str(tmp_path)]
+    )
+    assert result.exit_code == 1
+    assert f"error: all 2 lines of {source} were skipped" in result.stderr

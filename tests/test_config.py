@@ -93,3 +93,36 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     scalar.write_text("42\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(scalar)
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["preprocess.max_length=128", "preprocess.stride=32"],
+        ["preprocess.stride=32", "preprocess.max_length=128"],
+    ],
+)
+def test_set_overrides_are_checked_together(order: list[str]) -> None:
+    config = resolve_config(None, None, order)
+    assert (config.preprocess.max_length, config.preprocess.stride) == (128, 32)
+
+
+def test_yaml_and_flags_are_checked_together(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("preprocess:\n  stride: 100\n")
+    config = resolve_config(path, {"preprocess": {"max_length": 128, "stride": None}})
+    assert (config.preprocess.max_length, config.preprocess.stride) == (128, 100)
+
+
+@pytest.mark.parametrize("text", ["1e-4", "1E-4", "+1e-4", "1.0e-4", ".0001"])
+def test_exponent_floats_are_accepted(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"train:\n  learning_rate: {text}\n")
+    assert load_config(path).train.learning_rate == pytest.approx(1e-4)
+    config = resolve_config(None, None, [f"train.learning_rate={text}"])
+    assert config.train.learning_rate == pytest.approx(1e-4)
+
+
+def test_text_is_still_not_a_float() -> None:
+    with pytest.raises(ConfigError, match=r"train\.learning_rate': expected float"):
+        resolve_config(None, None, ["train.learning_rate=fast"])

@@ -265,3 +265,47 @@ def test_dataset_name_loads_through_datasets(tmp_path: Path) -> None:
     assert loaded.splits["train"]["id"] == ["q1", "q2", "q3", "q4"]
     assert loaded.splits["validation"]["answers"][1] == {"text": ["6"], "answer_start": [10]}
     assert loaded.sources["train"] == f"{folder}:train"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_non_utf8_data_is_a_one_line_error(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"d{suffix}"
+    path.write_bytes(json.dumps(_record()).encode() + b"\n" + b'{"context": "caf\xe9"}\n')
+    with pytest.raises(
+        DataError, match=r"not UTF-8 text \(byte 0xe9 on line 2\): save it as UTF-8"
+    ):
+        load_data(DataConfig(train_file=str(path)))
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_utf8_bom_is_accepted(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"d{suffix}"
+    body = json.dumps([_record()]) if suffix == ".json" else json.dumps(_record())
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    loaded = load_data(DataConfig(train_file=str(path), validation_fraction=0.0))
+    assert loaded.splits["train"]["id"] == [_record()["id"]]
+
+
+def test_record_without_context_is_dropped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    second = {k: v for k, v in _record(id="b").items() if k != "context"}
+    path.write_text("\n".join(json.dumps(r) for r in (_record(id="a"), second)) + "\n")
+    loaded = load_data(DataConfig(train_file=str(path), validation_fraction=0.0))
+    report = loaded.reports["train"]
+    assert loaded.splits["train"]["id"] == ["a"]
+    assert report.examples_dropped == 1
+    assert report.samples == ["b (record 2 of d.jsonl): no 'context' field"]
+
+
+def test_malformed_pretty_json_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    path.write_text('[\n  {"id": "a",\n   "context": "x" "question": "y"}\n]\n')
+    with pytest.raises(
+        DataError, match=r"d\.json:3:19: not valid JSON \(Expecting ',' delimiter\)"
+    ):
+        load_data(DataConfig(train_file=str(path)))
+
+
+def test_directory_as_data_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"is a directory, not a file: pass a file inside it"):
+        load_data(DataConfig(train_file=str(tmp_path)))

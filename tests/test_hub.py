@@ -533,3 +533,87 @@ def test_push_modules_do_not_import_tensorflow() -> None:
         "sys.exit(any(m in sys.modules for m in ('tensorflow', 'transformers')))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_pasted_token_is_stripped_and_any_echoed_token_masked(
+    tmp_path: Path, fake_hub: FakeHub
+) -> None:
+    run_dir = make_run_dir(tmp_path)
+    other = "hf_SomeOtherTokenEchoedBack42"
+    fake_hub.failures["post-commit"] = (500, {"error": f"bad {TOKEN} and {other}"})
+    with pytest.raises(QAFinetuneError) as info:
+        push_run(run_dir, REPO_ID, token=f"{TOKEN} \n")
+    assert fake_hub.calls("create")[0].headers["authorization"] == f"Bearer {TOKEN}"
+    message = str(info.value)
+    assert TOKEN not in message and other not in message and "hf_" not in message
+
+
+def test_cli_error_printer_masks_tokens_from_any_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune import cli
+
+    def leaky(*args: object, **kwargs: object) -> None:
+        raise QAFinetuneError(f"the server said: token {TOKEN} is bad")
+
+    monkeypatch.setattr("qa_finetune.publish.hub.push_run", leaky)
+    result = CliRunner().invoke(cli.app, ["push", str(Path("run")), "--repo-id", REPO_ID])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: the server said: token *** is bad"
+
+
+def test_staged_files_carry_no_local_paths(tmp_path: Path) -> None:
+    """The card, training/config.yaml, training/metrics.json and eval/metrics.json name data
+    by file name only, however the run was started."""
+    run_dir = make_run_dir(tmp_path)
+    home = str(Path.home())
+    private = f"{home}/private/data"
+    config = Config.from_dict(
+        {
+            "model": {"name_or_path": f"{home}/models/base"},
+            "data": {
+                "train_file": f"{private}/train.json,{tmp_path}/extra.json",
+                "validation_file": f"{private}/dev.json",
+            },
+            "train": {"output_dir": str(tmp_path / "outputs")},
+        }
+    )
+    (run_dir / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    metrics = {
+        "exact_match": 70.0,
+        "f1": 80.0,
+        "train_data": f"{private}/train.json,{tmp_path}/extra.json",
+        "eval_data": f"{private}/train.json (held-out 10%)",
+    }
+    (run_dir / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    evaluated = {
+        "exact_match": 1.0,
+        "f1": 2.0,
+        "data": f"{private}/dev.json",
+        "model": str(run_dir),
+        "output_dir": str(run_dir / "eval"),
+    }
+    (run_dir / "eval" / "metrics.json").write_text(json.dumps(evaluated), encoding="utf-8")
+
+    staging = tmp_path / "s"
+    result = push_run(run_dir, REPO_ID, dry_run=True, staging_dir=staging)
+    texts = {
+        name: (staging / name).read_text(encoding="utf-8")
+        for name in (
+            "README.md",
+            "training/config.yaml",
+            "training/metrics.json",
+            "eval/metrics.json",
+        )
+    }
+    for name, text in texts.items():
+        for secret in (home, str(tmp_path), "/private/"):
+            assert secret not in text, (name, secret)
+    assert result.card == texts["README.md"]
+    staged_metrics = json.loads(texts["training/metrics.json"])
+    assert staged_metrics["train_data"] == "train.json,extra.json"
+    assert staged_metrics["eval_data"] == "train.json (held-out 10%)"
+    staged_config = yaml.safe_load(texts["training/config.yaml"])
+    assert staged_config["data"]["validation_file"] == "dev.json"
+    assert staged_config["train"]["output_dir"] == "outputs"
+    assert "| `data.train_file` | train.json,extra.json |" in texts["README.md"]

@@ -116,3 +116,43 @@ def test_module_never_imports_tensorflow(module: str) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """The tiny model's encoder alone, saved without a QA head (like a base checkpoint)."""
+    from transformers import AutoTokenizer, BertConfig, TFBertModel
+
+    config = BertConfig.from_pretrained(str(tiny_model_dir))
+    encoder = TFBertModel(config)
+    encoder(encoder.dummy_inputs)
+    target = tmp_path_factory.mktemp("tiny-encoder")
+    encoder.save_pretrained(str(target))
+    AutoTokenizer.from_pretrained(str(tiny_model_dir)).save_pretrained(str(target))
+    return target
+
+
+def test_untrained_qa_head_is_detected(
+    tiny_model_dir: Path, tiny_encoder_dir: Path, minilm_dir: Path
+) -> None:
+    from qa_finetune.modeling.loading import has_trained_qa_head, untrained_head_warning
+
+    assert has_trained_qa_head(tiny_model_dir)
+    assert untrained_head_warning(tiny_model_dir) is None
+    assert not has_trained_qa_head(tiny_encoder_dir)  # tf_model.h5 without a head
+    assert not has_trained_qa_head(minilm_dir)  # PyTorch safetensors of a base encoder
+    assert "no trained question-answering head" in (untrained_head_warning(minilm_dir) or "")
+
+
+def test_ask_warns_about_an_untrained_head_unless_told_not_to(tiny_encoder_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+
+    args = ["ask", "Who?", "--context", "Ada wrote it.", "--model", str(tiny_encoder_dir)]
+    warned = CliRunner().invoke(app, args)
+    assert warned.exit_code == 0, warned.output
+    assert warned.stderr.count("no trained question-answering head") == 1
+    quiet = CliRunner().invoke(app, [*args, "--allow-untrained-head"])
+    assert quiet.exit_code == 0, quiet.output
+    assert "question-answering head" not in quiet.stderr

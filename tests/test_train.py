@@ -234,3 +234,128 @@ def test_export_needs_a_checkpoint(tmp_path: Path) -> None:
 def test_unknown_keep_model_is_a_config_error() -> None:
     with pytest.raises(QAFinetuneError, match=r"train\.keep_model"):
         Config.from_dict({"train": {"keep_model": "newest"}})
+
+
+def test_resume_bookkeeping(
+    finished_run: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Options that change a resumed run are refused; resuming a finished run keeps its
+    training time; stale partial checkpoints go; the resumed step is printed."""
+    import shutil
+
+    from qa_finetune.training.train import train
+
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(finished_run, run_dir)
+    before = json.loads((run_dir / "metrics.json").read_text())
+    stale = run_dir / "checkpoints" / f"ckpt-{before['steps'] + 1}_temp"
+    stale.mkdir()
+    (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 64)
+    config = tiny_config(tiny_model_dir, tmp_path)
+    with pytest.raises(QAFinetuneError, match=r"would change it: train\.epochs \(2\.0 -> 3\.0\)"):
+        train(config, resume=True, requested={"train": {"epochs": 3, "run_name": "tiny"}})
+    assert not capsys.readouterr().out
+
+    train(config, resume=True, requested={"train": {"run_name": "tiny", "epochs": 2}})
+    after = json.loads((run_dir / "metrics.json").read_text())
+    steps = before["steps"]
+    assert f"resuming from step {steps} of {steps}" in capsys.readouterr().out
+    assert after["steps"] == steps
+    assert before["train_seconds"] > 0
+    assert after["train_seconds"] >= before["train_seconds"]
+    assert not stale.exists()
+
+
+def _damage(folder: Path, kind: str) -> str:
+    """Damage the latest checkpoint in ``folder`` one way; returns the file named in the error."""
+    index = next(folder.glob("ckpt-*.index"))
+    data = next(folder.glob("ckpt-*.data-*"))
+    state = next(folder.glob("state-*.json"))
+    if kind == "garbled-index-file":
+        (folder / "checkpoint").write_text("model_checkpoint_path: \x00\x01 not a proto {")
+        return str(folder / "checkpoint")
+    if kind == "missing-files":
+        index.unlink()
+        return str(index.with_suffix(""))
+    if kind == "truncated-data":
+        data.write_bytes(data.read_bytes()[:100])
+        return str(index.with_suffix(""))
+    if kind == "zeroed-index":
+        index.write_bytes(bytes(index.stat().st_size))
+        return str(index.with_suffix(""))
+    if kind == "missing-state":
+        state.unlink()
+        return str(state)
+    state.write_text("{not json")
+    return str(state)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "garbled-index-file",
+        "corrupt-state",
+        # The same path through TensorFlow's reader, a model load each: slow.
+        pytest.param("missing-files", marks=pytest.mark.slow),
+        pytest.param("truncated-data", marks=pytest.mark.slow),
+        pytest.param("zeroed-index", marks=pytest.mark.slow),
+        pytest.param("missing-state", marks=pytest.mark.slow),
+    ],
+)
+def test_damaged_checkpoint_on_resume_names_the_file_and_fix(
+    finished_run: Path, tiny_model_dir: Path, tmp_path: Path, kind: str
+) -> None:
+    import shutil
+
+    from qa_finetune.training.train import train
+
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(finished_run, run_dir)
+    named = _damage(run_dir / "checkpoints", kind)
+    with pytest.raises(QAFinetuneError) as info:
+        train(tiny_config(tiny_model_dir, tmp_path), resume=True)
+    message = str(info.value)
+    assert named in message and "--overwrite" in message and "\n" not in message
+    assert (run_dir / "model" / "tf_model.h5").is_file()  # nothing else was touched
+
+
+@pytest.mark.slow
+def test_train_loss_covers_an_epoch_resumed_midway(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted mid-epoch and resumed, the run reports the mean loss of the whole epoch's
+    batches (both processes), not the loss of the batches after resuming alone."""
+    from qa_finetune.training import callbacks
+    from qa_finetune.training.train import train
+
+    original = callbacks.StepHooks.on_train_batch_end
+    per_batch: dict[int, float] = {}  # step -> that batch's own loss
+    previous_mean = [0.0]
+    stop_at = [0]
+
+    def record(self: Any, batch: int, logs: Any = None) -> None:
+        # Keras reports the running mean over this fit call's batches; undo it per batch.
+        mean = float(logs["loss"])
+        per_batch[self._step()] = (batch + 1) * mean - batch * (previous_mean[0] if batch else 0)
+        previous_mean[0] = mean
+        original(self, batch, logs)
+        if self._step() == stop_at[0]:
+            raise KeyboardInterrupt
+
+    config = tiny_config(tiny_model_dir, tmp_path, checkpoint_every_steps=1)
+    monkeypatch.setattr(callbacks.StepHooks, "on_train_batch_end", record)
+    from qa_finetune.training.train import Schedule, prepare
+
+    steps_per_epoch = Schedule.of(config, len(prepare(config).train)).steps_per_epoch
+    assert steps_per_epoch >= 3  # so that the interruption falls inside the second epoch
+    stop_at[0] = steps_per_epoch + 2
+    with pytest.raises(KeyboardInterrupt):
+        train(config)
+    stop_at[0] = 0
+    run_dir = train(config, resume=True)
+    with (run_dir / "history.csv").open(encoding="utf-8") as handle:
+        history = list(csv.DictReader(handle))
+    second = [per_batch[s] for s in range(steps_per_epoch + 1, 2 * steps_per_epoch + 1)]
+    assert float(history[1]["loss"]) == pytest.approx(sum(second) / len(second), rel=1e-5)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["train_loss"] == pytest.approx(sum(second) / len(second), rel=1e-5)

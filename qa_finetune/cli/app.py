@@ -6,6 +6,7 @@ Heavy modules (datasets, transformers, TensorFlow) are imported inside each comm
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.errors import QAFinetuneError, scrub_secrets
 
 # Locals are never shown in tracebacks: they can hold a Hub token.
 app = typer.Typer(
@@ -47,13 +48,21 @@ ValidationFileOption = Annotated[
 DatasetOption = Annotated[
     str | None, typer.Option("--dataset", help="Hugging Face Hub dataset name, e.g. squad.")
 ]
+AllowUntrainedOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-untrained-head",
+        help="Do not warn when the model has no trained QA head (a base encoder).",
+    ),
+]
 OutputDirOption = Annotated[
     str | None, typer.Option("--output-dir", help="Root folder for runs and feature caches.")
 ]
 
 
 def _fail(message: str, code: int = 1) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    # Every message is scrubbed here, whatever raised it: a server may echo a token back.
+    typer.secho(f"error: {scrub_secrets(message)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
@@ -70,6 +79,11 @@ def friendly_errors(command: F) -> F:
             _fail("interrupted; completed checkpoints and files on disk are intact", 130)
         except MemoryError:
             _fail("out of memory: lower --batch-size or --max-length")
+        except OSError as exc:
+            # Unwritable or impossible output paths (read-only, a file where a folder should be).
+            where = f" {exc.filename}" if exc.filename else ""
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            _fail(f"cannot use{where}: {reason} (check the path and its permissions)")
 
     return wrapper  # type: ignore[return-value]
 
@@ -158,24 +172,36 @@ def train(
     """Fine-tune a QA model, evaluating each epoch; writes a self-describing run directory."""
     if push_to_hub and not repo_id:
         _fail("--push-to-hub needs --repo-id USER/NAME")
+    if resume and overwrite:
+        _fail("--resume continues a run and --overwrite replaces it: choose one")
+    from qa_finetune.config import Config, apply_overrides, requested_values
+
+    # Resolved before TensorFlow loads, so a config mistake fails at once.
+    requested = requested_values(
+        config,
+        {
+            "model": {"name_or_path": model},
+            "data": {
+                "train_file": train_file,
+                "validation_file": validation_file,
+                "dataset": dataset,
+            },
+            "preprocess": {"max_length": max_length, "stride": stride},
+            "train": {
+                "epochs": epochs,
+                "batch_size": batch_size,
+                "learning_rate": learning_rate,
+                "run_name": run_name,
+                "output_dir": output_dir,
+            },
+        },
+        set_,
+    )
+    resolved = apply_overrides(Config(), requested)
     import_tensorflow_quietly()
     from qa_finetune.training.train import train as run_train
 
-    resolved = _resolve(
-        config,
-        set_,
-        model={"name_or_path": model},
-        data={"train_file": train_file, "validation_file": validation_file, "dataset": dataset},
-        preprocess={"max_length": max_length, "stride": stride},
-        train={
-            "epochs": epochs,
-            "batch_size": batch_size,
-            "learning_rate": learning_rate,
-            "run_name": run_name,
-            "output_dir": output_dir,
-        },
-    )
-    run_dir = run_train(resolved, resume=resume, overwrite=overwrite)
+    run_dir = run_train(resolved, resume=resume, overwrite=overwrite, requested=requested)
     if push_to_hub and repo_id:
         from qa_finetune.publish.hub import push_run
 
@@ -183,17 +209,49 @@ def train(
         typer.echo(f"Pushed to {result.url}")
 
 
+def _stdin_bytes(wait: bool) -> bytes | None:
+    """What is piped on stdin; None for a terminal, or (``wait`` False) when nothing is ready.
+
+    Without ``wait`` an open but silent pipe is not read: it would block forever.
+    """
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return None
+    if not wait:
+        try:
+            import select
+
+            ready, _, _ = select.select([stream.fileno()], [], [], 0)
+            if not ready:
+                return None
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass  # no file descriptor (an in-memory stream): reading cannot block
+    buffer = getattr(stream, "buffer", None)
+    return buffer.read() if buffer is not None else stream.read().encode("utf-8")
+
+
 def _read_context(context: str | None, context_file: Path | None) -> str:
-    if context is not None and context_file is not None:
+    """The context exactly as given: files and stdin are decoded, never newline-translated,
+    so answer offsets count the characters of the file."""
+    from qa_finetune.core.textio import decode_utf8, read_text
+
+    given = [name for name, v in (("--context", context), ("--context-file", context_file)) if v]
+    if len(given) > 1:
         raise QAFinetuneError("give the context once: --context or --context-file, not both")
+    if given:
+        piped = _stdin_bytes(wait=False)
+        if piped and piped.strip():
+            raise QAFinetuneError(
+                f"give the context once: {given[0]} or stdin, not both "
+                "(drop the option or the pipe)"
+            )
     if context_file is not None:
-        if not context_file.is_file():
-            raise QAFinetuneError(f"context file not found: {context_file}")
-        return context_file.read_text(encoding="utf-8")
+        return read_text(context_file, "context file", "--context-file")
     if context is not None:
         return context
-    if not sys.stdin.isatty():
-        return sys.stdin.read()
+    piped = _stdin_bytes(wait=True)
+    if piped is not None:
+        return decode_utf8(piped, "stdin")
     raise QAFinetuneError(
         "no context: pass --context TEXT, --context-file PATH or pipe it on stdin"
     )
@@ -230,12 +288,21 @@ def ask(
         bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
     ] = False,
     output_dir: OutputDirOption = None,
+    allow_untrained_head: AllowUntrainedOption = False,
 ) -> None:
     """Answer a question from a context of any length."""
-    from qa_finetune.inference.answerer import check_pair, latest_run
+    from qa_finetune.inference.answerer import check_pair, latest_run, read_batch_file
 
     text = ""
-    if batch is None:
+    parsed = None
+    if batch is not None:
+        # Every line is read and checked before the model loads, so a mistake fails at once.
+        parsed = read_batch_file(batch, skip_errors)
+        if parsed[1] and not parsed[0]:
+            raise QAFinetuneError(
+                f"all {parsed[1]} lines of {batch} were skipped: fix them (see above)"
+            )
+    else:
         # The input is checked before the model loads, so a mistake fails at once.
         if question is None:
             raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --context TEXT')
@@ -246,7 +313,11 @@ def ask(
     from qa_finetune.inference.answerer import QuestionAnswerer, answer_batch_file
 
     answerer = QuestionAnswerer.load(
-        reference, max_length=max_length, stride=stride, max_answer_length=max_answer_length
+        reference,
+        max_length=max_length,
+        stride=stride,
+        max_answer_length=max_answer_length,
+        warn_untrained_head=not allow_untrained_head,
     )
     if batch is not None:
         written, failed = answer_batch_file(
@@ -256,9 +327,14 @@ def ask(
             top_k=top_k,
             handle_impossible_answer=allow_no_answer,
             skip_errors=skip_errors,
+            parsed=parsed,
         )
         skipped = f", {failed} lines skipped" if failed else ""
         typer.echo(f"answered {written} questions{skipped}", err=output is None)
+        if failed and not written:
+            raise QAFinetuneError(
+                f"all {failed} lines of {batch} were skipped: fix them (see above)"
+            )
         return
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
@@ -296,6 +372,7 @@ def evaluate(
     batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 64,
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
+    allow_untrained_head: AllowUntrainedOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     if predictions is None:
@@ -325,6 +402,7 @@ def evaluate(
         batch_size=batch_size,
         max_length=max_length,
         stride=stride,
+        warn_untrained_head=not allow_untrained_head,
     )
 
 
@@ -362,14 +440,15 @@ def push(
         bool, typer.Option("--dry-run", help="Write the upload folder and card; no network.")
     ] = False,
     staging_dir: Annotated[
-        Path | None, typer.Option(help="Where --dry-run writes the upload folder.")
+        Path | None,
+        typer.Option(help="Where --dry-run writes the upload folder (default: a temporary one)."),
     ] = None,
 ) -> None:
     """Publish a run (model, tokenizer, model card, evaluation files) to the Hub."""
     from qa_finetune.publish.hub import push_run
 
-    if dry_run and staging_dir is None:
-        staging_dir = run_dir.parent / f"{run_dir.name}-hub-upload"
+    # Without --staging-dir a dry run stages in a temporary folder (a model-sized copy does
+    # not belong beside the run) and says where it is.
     result = push_run(
         run_dir,
         repo_id,

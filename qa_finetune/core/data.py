@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
+from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.errors import QAFinetuneError
 
 # How far (in characters) a wrong answer_start may be from the real occurrence to be repaired.
@@ -75,8 +76,7 @@ def check_files_exist(config: DataConfig) -> None:
         ("--validation-file", config.validation_file),
     ):
         for name in split_paths(files or ""):
-            if not Path(name).is_file():
-                raise DataError(f"data file not found: {name} (check the path given to {option})")
+            check_file(Path(name), "data file", option, DataError)
 
 
 def sample_data_path(name: str = "train") -> Path:
@@ -147,25 +147,27 @@ def _normalise_answers(value: Any) -> dict[str, list[Any]]:
     return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
 
 
+def _json_lines(path: Path, text: str) -> list[dict[str, Any]]:
+    rows = []
+    for line_number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it"
+            ) from None
+        if not isinstance(row, Mapping):
+            raise DataError(f"{path}:{line_number}: each line must be a JSON object")
+        rows.append(dict(row))
+    return rows
+
+
 def _read_flat_rows(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(
-                        f"{path}:{line_number}: not valid JSON ({exc.msg}); "
-                        "fix the line or remove it"
-                    ) from exc
-                if not isinstance(row, Mapping):
-                    raise DataError(f"{path}:{line_number}: each line must be a JSON object")
-                rows.append(dict(row))
-        return rows
+        return _json_lines(path, read_text(path, "data file", error=DataError))
     import pandas as pd
 
     try:
@@ -175,35 +177,66 @@ def _read_flat_rows(path: Path) -> list[dict[str, Any]]:
     return frame.to_dict(orient="records")
 
 
+def _looks_like_json_lines(text: str) -> bool:
+    """A .json file that holds JSON Lines: its first line alone is a JSON object."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), Mapping)
+    except json.JSONDecodeError:
+        return False
+
+
 def read_records(path: Path, config: DataConfig) -> list[dict[str, Any]]:
     """Read one local file into flat records with the standard column names."""
-    if not path.is_file():
-        raise DataError(f"data file not found: {path} (check the path passed with --train-file)")
+    check_file(path, "data file", "--train-file or --validation-file", DataError)
     suffix = path.suffix.lower()
     if suffix not in FLAT_SUFFIXES:
         raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
     if suffix == ".json":
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "data file", error=DataError)
         try:
             payload = json.loads(text)
-        except json.JSONDecodeError:
-            payload = None  # maybe JSON Lines with a .json suffix
-        if payload is not None:
-            if _is_nested_squad(payload):
-                return list(_flatten_squad(payload, path))
-            if isinstance(payload, list):
-                rows = payload
-            elif isinstance(payload, Mapping) and isinstance(payload.get("data"), list):
-                rows = payload["data"]
-            else:
+        except json.JSONDecodeError as exc:
+            if not _looks_like_json_lines(text):
                 raise DataError(
-                    f"{path}: JSON is neither SQuAD ('data' -> 'paragraphs') nor a list of examples"
-                )
-            return [_rename_columns(dict(r), config, path) for r in rows]
-    return [_rename_columns(r, config, path) for r in _read_flat_rows(path)]
+                    f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
+                    "fix the file at that line and column"
+                ) from None
+            return _rename_all(_json_lines(path, text), config, path)
+        if _is_nested_squad(payload):
+            return list(_flatten_squad(payload, path))
+        if isinstance(payload, list):
+            rows = payload
+        elif isinstance(payload, Mapping) and isinstance(payload.get("data"), list):
+            rows = payload["data"]
+        else:
+            raise DataError(
+                f"{path}: JSON is neither SQuAD ('data' -> 'paragraphs') nor a list of examples"
+            )
+        for number, row in enumerate(rows, 1):
+            if not isinstance(row, Mapping):
+                raise DataError(f"{path}: example {number} is {type(row).__name__}, not an object")
+        return _rename_all([dict(r) for r in rows], config, path)
+    return _rename_all(_read_flat_rows(path), config, path)
 
 
-def _rename_columns(row: dict[str, Any], config: DataConfig, path: Path) -> dict[str, Any]:
+def _rename_all(rows: list[dict[str, Any]], config: DataConfig, path: Path) -> list[dict[str, Any]]:
+    """Standard column names for every row. A required column absent from every row is an
+    error (a naming problem); absent from some rows, those records are dropped and counted."""
+    for required in ("context", "question"):
+        column = getattr(config, f"{required}_column")
+        if rows and not any(column in row for row in rows):
+            raise DataError(
+                f"{path}: missing column '{column}' "
+                f"(found: {', '.join(map(str, rows[0]))}); "
+                f"rename it or set --set data.{required}_column=NAME"
+            )
+    return [_rename_columns(row, config, path, number) for number, row in enumerate(rows, 1)]
+
+
+def _rename_columns(
+    row: dict[str, Any], config: DataConfig, path: Path, number: int
+) -> dict[str, Any]:
     columns = {
         "id": config.id_column,
         "title": config.title_column,
@@ -211,16 +244,12 @@ def _rename_columns(row: dict[str, Any], config: DataConfig, path: Path) -> dict
         "question": config.question_column,
         "answers": config.answers_column,
     }
-    for required in ("context", "question"):
-        if columns[required] not in row:
-            raise DataError(
-                f"{path}: missing column '{columns[required]}' "
-                f"(found: {', '.join(map(str, row))}); "
-                f"rename it or set --set data.{required}_column=NAME"
-            )
     record = {name: row.get(source) for name, source in columns.items()}
     record["answers"] = _normalise_answers(record["answers"])
     record["is_impossible"] = bool(row.get("is_impossible", False))
+    missing = [columns[key] for key in ("context", "question") if columns[key] not in row]
+    if missing:
+        record["problem"] = (f"record {number} of {path.name}", f"no '{missing[0]}' field")
     return record
 
 
@@ -273,6 +302,10 @@ def validate_records(
         raw_id = record.get("id")
         example_id = str(raw_id) if raw_id not in (None, "") else f"example-{index}"
         context, question = record.get("context"), record.get("question")
+        if record.get("problem"):
+            where, reason = record["problem"]
+            report.drop(f"{example_id} ({where})", reason)
+            continue
         if example_id in seen_ids:
             report.drop(example_id, "duplicated id")
             continue

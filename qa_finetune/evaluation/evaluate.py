@@ -23,6 +23,7 @@ from qa_finetune.config import Config, DataConfig, InferenceConfig
 from qa_finetune.core.data import DataError, SplitReport, read_records, validate_records
 from qa_finetune.core.metrics import squad_v1, squad_v2
 from qa_finetune.core.summary import format_table
+from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.runs.directory import write_json
@@ -63,8 +64,7 @@ def load_examples(
         raise EvaluationError("pass the evaluation data once: --data FILE or --dataset NAME")
     config = DataConfig(dataset=dataset, version_2_with_negative=version_2)
     if data is not None:
-        if not Path(data).is_file():
-            raise EvaluationError(f"evaluation file not found: {data} (check --data)")
+        check_file(Path(data), "evaluation file", "--data", EvaluationError)
         records = read_records(Path(data), config)
         source = data
     else:
@@ -280,6 +280,7 @@ def evaluate_model(
     batch_size: int = 64,
     max_length: int | None = None,
     stride: int | None = None,
+    warn_untrained_head: bool = True,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/."""
     from datasets import Dataset
@@ -301,6 +302,7 @@ def evaluate_model(
         max_answer_length=inference.max_answer_length,
         n_best=inference.n_best,
         batch_size=batch_size,
+        warn_untrained_head=warn_untrained_head,
     )
     answerer.check_questions(
         [r["question"] for r in examples.records],
@@ -346,10 +348,9 @@ def evaluate_model(
 
 def read_predictions(path: Path) -> dict[str, str]:
     """An official predictions file: one JSON object ``{question id: answer text}``."""
-    if not path.is_file():
-        raise EvaluationError(f"predictions file not found: {path}")
+    text = read_text(path, "predictions file", "--predictions", EvaluationError)
     try:
-        values = json.loads(path.read_text(encoding="utf-8"))
+        values = json.loads(text)
     except json.JSONDecodeError as exc:
         raise EvaluationError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(values, dict):
@@ -390,7 +391,14 @@ def evaluate_predictions(
     null_diff = None
     odds_path = predictions_path.with_name("null_odds.json")
     if version_2 and odds_path.is_file():
-        odds = json.loads(odds_path.read_text(encoding="utf-8"))
+        try:
+            odds = json.loads(read_text(odds_path, "null odds file", error=EvaluationError))
+        except json.JSONDecodeError as exc:
+            raise EvaluationError(
+                f"{odds_path} is not valid JSON ({exc.msg} at line {exc.lineno}): fix or remove it"
+            ) from None
+        if not isinstance(odds, dict):
+            raise EvaluationError(f"{odds_path} must hold one JSON object {{id: number}}")
         null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
     metrics = {
         **score(answers, gold, version_2, null_diff),
@@ -400,4 +408,10 @@ def evaluate_predictions(
         "unknown_ids": len(answers) - matched,
         "version_2": version_2,
     }
+    if metrics["unknown_ids"]:
+        unknown = ", ".join(repr(k) for k in [k for k in answers if k not in gold][:3])
+        print(
+            f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
+            f"{examples.source} and were ignored (first: {unknown})"
+        )
     return _finish(metrics, examples, answers, output_dir or DEFAULT_OUTPUT, version_2)

@@ -272,10 +272,13 @@ class QuestionAnswerer:
         max_answer_length: int = 30,
         n_best: int = 20,
         batch_size: int = 32,
+        warn_untrained_head: bool = True,
     ) -> QuestionAnswerer:
         """Load once from a run dir, model dir, installed package or Hub id.
 
         A run directory's ``config.yaml`` supplies the window settings it was trained with.
+        A model whose checkpoint has no QA head (a base encoder) gets a warning on stderr
+        unless ``warn_untrained_head`` is False.
         """
         from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
@@ -295,8 +298,11 @@ class QuestionAnswerer:
         ):
             if value < 1:
                 raise InferenceError(f"{name} must be at least 1, got {value}")
-        from qa_finetune.modeling.loading import load_qa_model
+        from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
+        warning = untrained_head_warning(model_dir) if warn_untrained_head else None
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         model = load_qa_model(model_dir)
         return cls(model, tokenizer, spec, max_answer_length, n_best, batch_size)
 
@@ -457,7 +463,12 @@ def latest_run(output_dir: Path) -> Path:
     """The most recently trained run under ``output_dir`` (one with ``model/config.json``)."""
     output_dir = Path(output_dir)
     runs = (
-        [p for p in output_dir.iterdir() if (p / "model" / "config.json").is_file()]
+        # Hidden folders are runs being replaced by `train --overwrite`, not runs to use.
+        [
+            p
+            for p in output_dir.iterdir()
+            if not p.name.startswith(".") and (p / "model" / "config.json").is_file()
+        ]
         if output_dir.is_dir()
         else []
     )
@@ -493,23 +504,29 @@ def _parse_line(raw: str, number: int) -> _Line:
 
 
 def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
-    """Parse every line first, so a bad line fails before any answer is written."""
-    if not path.is_file():
-        raise InferenceError(f"batch file not found: {path}")
+    """Parse every line first, so a bad line fails before any answer is written.
+
+    Lines are split on ``\\n`` and decoded one by one: a line that is not UTF-8 is one bad
+    line (skipped with ``skip_errors``), and contexts keep their bytes (``\\r\\n`` included).
+    """
+    from qa_finetune.core.textio import BOM, check_file, decode_utf8
+
+    check_file(path, "batch file", "--batch")
     lines, failed = [], 0
-    with path.open(encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, 1):
-            if not raw.strip():
-                continue
-            try:
-                lines.append(_parse_line(raw, number))
-            except InferenceError as exc:
-                if not skip_errors:
-                    raise InferenceError(
-                        f"{path}:{number}: {exc}; fix the line or pass --skip-errors"
-                    ) from exc
-                print(f"{path}:{number}: {exc} (skipped)", file=sys.stderr)
-                failed += 1
+    for number, data in enumerate(Path(path).read_bytes().split(b"\n"), 1):
+        if not data.strip():
+            continue
+        try:
+            raw = decode_utf8(data, "line")
+            lines.append(_parse_line(raw.removeprefix(BOM), number))
+        except QAFinetuneError as exc:
+            reason = str(exc).removeprefix("line: ")
+            if not skip_errors:
+                raise InferenceError(
+                    f"{path}:{number}: {reason}; fix the line or pass --skip-errors"
+                ) from None
+            print(f"{path}:{number}: {reason} (skipped)", file=sys.stderr)
+            failed += 1
     return lines, failed
 
 
@@ -520,13 +537,15 @@ def answer_batch_file(
     top_k: int = 1,
     handle_impossible_answer: bool = False,
     skip_errors: bool = False,
+    parsed: tuple[list[_Line], int] | None = None,
 ) -> tuple[int, int]:
     """Answer a JSON Lines file of ``{question, context[, id]}``; returns (written, failed).
 
     Each output line holds ``id, question, answer, score, start, end`` (and ``answers``, the
-    ranked list, when ``top_k > 1``). Output goes to ``output`` or stdout.
+    ranked list, when ``top_k > 1``). Output goes to ``output`` or stdout. ``parsed`` is what
+    ``read_batch_file`` returned, when the caller read the file before loading the model.
     """
-    lines, failed = read_batch_file(Path(path), skip_errors)
+    lines, failed = parsed if parsed is not None else read_batch_file(Path(path), skip_errors)
     # A question too long for the windows is a per-line problem too.
     good = []
     for line in lines:

@@ -93,6 +93,58 @@ def _float32_head(model: Any) -> Any:
     return model
 
 
+# Weight names of the span-prediction head in every transformers QA architecture used here.
+QA_HEAD_KEY = "qa_outputs"
+
+
+def _weight_names(model_dir: Path) -> list[str] | None:
+    """Names of the weights stored in ``model_dir``; None when the format is not readable."""
+    import h5py
+    from safetensors import safe_open
+
+    names: list[str] = []
+    index = model_dir / "tf_model.h5.index.json"
+    if index.is_file():
+        import json
+
+        return list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
+    h5 = model_dir / "tf_model.h5"
+    if h5.is_file():
+        with h5py.File(h5, "r") as handle:
+            handle.visit(names.append)
+        return names
+    safetensors = model_dir / "model.safetensors"
+    if safetensors.is_file():
+        with safe_open(str(safetensors), framework="numpy") as handle:
+            return list(handle.keys())
+    return None
+
+
+def has_trained_qa_head(model_dir: Path) -> bool:
+    """Whether the checkpoint in ``model_dir`` holds QA head weights.
+
+    Without them, loading gives a randomly initialised head: the model answers with a score,
+    differently on every load, and means nothing (a base encoder, not a QA model).
+    Unreadable weight formats count as trained: only a sure miss is reported.
+    """
+    try:
+        names = _weight_names(Path(model_dir))
+    except (OSError, ValueError):
+        return True
+    return names is None or any(QA_HEAD_KEY in name for name in names)
+
+
+def untrained_head_warning(model_dir: Path) -> str | None:
+    """The warning ask, evaluate and serve print for a model without a trained QA head."""
+    if has_trained_qa_head(model_dir):
+        return None
+    return (
+        f"warning: {model_dir} has no trained question-answering head; its head is random, so "
+        "answers and scores are meaningless and change on every load. Fine-tune it with "
+        "`qa-finetune train`, or pass --allow-untrained-head to silence this."
+    )
+
+
 def load_qa_model(model_dir: Path) -> Any:
     """Load ``TFAutoModelForQuestionAnswering`` from a local directory.
 

@@ -47,6 +47,8 @@ def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool
     target = Path(output) if output is not None else run_dir / f"model-step-{step}"
     if target.exists() and not overwrite:
         raise QAFinetuneError(f"{target} already exists: pass --overwrite or choose --output")
+    # An unusable output folder fails here, before the model loads (an OSError: one line).
+    target.parent.mkdir(parents=True, exist_ok=True)
 
     source = _architecture_source(run_dir)
     model = load_qa_model(source)

@@ -11,6 +11,7 @@ staged files, the result, log messages or error text (any message is scrubbed of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,8 +22,9 @@ from urllib.parse import quote
 
 import yaml
 
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.errors import QAFinetuneError, scrub_secrets
 from qa_finetune.publish.model_card import build_model_card
+from qa_finetune.publish.public_paths import public_path, public_values
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.
@@ -56,10 +58,8 @@ class PushResult:
 
 
 def _scrub(text: str, token: str | None) -> str:
-    """``text`` with the token replaced, on one line."""
-    if token:
-        text = text.replace(token, "***")
-    return " ".join(text.split())
+    """``text`` with the token (and anything shaped like a Hub token) masked, on one line."""
+    return scrub_secrets(text, token)
 
 
 def check_run_dir(run_dir: Path) -> Path:
@@ -108,6 +108,22 @@ def _copy_files(source: Path, target: Path) -> None:
             shutil.copy2(path, destination)
 
 
+def _make_public(path: Path) -> None:
+    """Rewrite a staged JSON or YAML record with local paths reduced to file names."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            values = public_values(json.loads(text))
+            text = json.dumps(values, indent=2, ensure_ascii=False) + "\n"
+        else:
+            text = yaml.safe_dump(public_values(yaml.safe_load(text)), sort_keys=False)
+    except (ValueError, yaml.YAMLError):
+        text = public_path(text)  # not parsable: still no local path goes out
+    path.write_text(text, encoding="utf-8")
+
+
 def _is_previous_staging(folder: Path) -> bool:
     """Whether ``folder`` is an upload folder staged earlier (its card carries our tag)."""
     try:
@@ -144,6 +160,8 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
         if (run_dir / name).is_file():
             (staging_dir / "training").mkdir(exist_ok=True)
             shutil.copy2(run_dir / name, staging_dir / "training" / name)
+    for record in ("training/config.yaml", "training/metrics.json", "eval/metrics.json"):
+        _make_public(staging_dir / record)
     card = build_model_card(run_dir, repo_id)
     # Written last so that it replaces any README.md that came with the model files.
     (staging_dir / "README.md").write_text(card, encoding="utf-8")
@@ -154,14 +172,17 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
 
 
 def resolve_token(token: str | None) -> str:
-    """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``."""
-    if token:
-        return token
-    if os.environ.get("HF_TOKEN"):
-        return os.environ["HF_TOKEN"]
+    """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``.
+
+    Whitespace around a pasted token is not part of it.
+    """
+    if token and token.strip():
+        return token.strip()
+    if os.environ.get("HF_TOKEN", "").strip():
+        return os.environ["HF_TOKEN"].strip()
     import huggingface_hub
 
-    cached = huggingface_hub.get_token()
+    cached = (huggingface_hub.get_token() or "").strip()
     if cached:
         return cached
     raise QAFinetuneError("no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN")

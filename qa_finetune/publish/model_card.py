@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from qa_finetune.config import DEFAULT_MODEL
+from qa_finetune.publish.public_paths import public_values
 
 # The embedded default model is a packaged copy of a Hub model: the card names the original.
 KNOWN_BASE_MODELS = {DEFAULT_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
@@ -49,12 +50,12 @@ class Measurement:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``, or an empty dict when it is absent or unreadable."""
+    """A JSON object from ``path`` with local paths made public; empty when unreadable."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return value if isinstance(value, dict) else {}
+    return public_values(value) if isinstance(value, dict) else {}
 
 
 def _read_config(path: Path) -> dict[str, dict[str, Any]]:
@@ -140,11 +141,11 @@ def _front_matter(
     config: dict[str, dict[str, Any]],
     measurement: Measurement | None,
     license: str,
+    base: str | None,
 ) -> dict[str, Any]:
     """The metadata block the Hub reads."""
     meta: dict[str, Any] = {"library_name": "transformers", "pipeline_tag": "question-answering"}
     meta["license"] = license
-    base = base_model_id(config.get("model", {}).get("name_or_path"))
     if base:
         meta["base_model"] = base
     hub_dataset = config.get("data", {}).get("dataset")
@@ -223,9 +224,9 @@ def _summary(
     config: dict[str, dict[str, Any]],
     training: dict[str, Any],
     measurement: Measurement | None,
+    base: str | None,
 ) -> list[str]:
     model = config.get("model", {}).get("name_or_path")
-    base = base_model_id(model)
     if base:
         start = f"a fine-tuned version of [{base}](https://huggingface.co/{base})"
     elif model:
@@ -337,15 +338,19 @@ def _architecture(run_dir: Path) -> list[str]:
 def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICENSE) -> str:
     """The README.md text (front matter + body) describing the run in ``run_dir``."""
     run_dir = Path(run_dir)
-    config = _read_config(run_dir / "config.yaml")
+    raw_config = _read_config(run_dir / "config.yaml")
+    # Told apart before paths are made public: "/models/encoder" is local, "encoder" is not.
+    base = base_model_id(raw_config.get("model", {}).get("name_or_path"))
+    # The whole card is public: the recipe holds local data and output paths.
+    config = public_values(raw_config)
     training = _read_json(run_dir / "metrics.json")
     measurements = find_measurements(run_dir, config)
     headline = measurements[0] if measurements else None
 
-    meta = _front_matter(repo_id, config, headline, license)
+    meta = _front_matter(repo_id, config, headline, license, base)
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     body = [f"# {repo_id.rpartition('/')[2]}", ""]
-    body += _summary(repo_id, config, training, headline)
+    body += _summary(repo_id, config, training, headline, base)
     body += _architecture(run_dir)
     body += ["", "## Training recipe", ""]
     if config:

@@ -28,22 +28,110 @@ def has_checkpoint(run_dir: Path) -> bool:
     return (run_dir / CHECKPOINT_DIR / "checkpoint").is_file()
 
 
-def claim_run_directory(run_dir: Path, resume: bool, overwrite: bool) -> None:
-    """Create the run directory, refusing to clobber an existing one by accident."""
+# Files a run writes before its first checkpoint: a folder holding only these has nothing to
+# keep, so a plain ``train`` may reuse it (a run killed before its first checkpoint).
+_SCAFFOLD = {"config.yaml", "env.json", "history.csv", "tensorboard", CHECKPOINT_DIR}
+
+
+def remove_partial_checkpoints(run_dir: Path) -> list[Path]:
+    """Delete ``ckpt-N_temp/`` folders that a process killed mid-save left behind."""
+    folder = run_dir / CHECKPOINT_DIR
+    stale = sorted(p for p in folder.glob("*_temp*") if p.is_dir()) if folder.is_dir() else []
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
+def has_something_to_keep(run_dir: Path) -> bool:
+    """A checkpoint or a saved model: what ``--overwrite`` must not lose for nothing."""
+    return has_checkpoint(run_dir) or (run_dir / MODEL_DIR).exists()
+
+
+def _is_abandoned(run_dir: Path) -> bool:
+    """Only the scaffolding of a run that never reached a checkpoint or a model."""
+    if not (run_dir / "config.yaml").is_file() or has_something_to_keep(run_dir):
+        return False
+    return all(p.name in _SCAFFOLD or p.name.endswith(".tmp") for p in run_dir.iterdir())
+
+
+def _backup_of(run_dir: Path) -> Path:
+    return run_dir.with_name(f".{run_dir.name}.replaced")
+
+
+def check_claimable(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse early (before any data or model is loaded) what ``claim_run_directory`` would."""
     if resume:
         if not has_checkpoint(run_dir):
             raise QAFinetuneError(
                 f"nothing to resume in {run_dir}: no checkpoint (start it without --resume)"
             )
         return
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise QAFinetuneError(
-                f"run directory {run_dir} exists: pass --overwrite to replace it, --resume to "
-                "continue it, or choose another --run-name"
-            )
-        shutil.rmtree(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise QAFinetuneError(
+            f"{run_dir} is a file, not a run directory: choose another --run-name"
+        )
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite and not _is_abandoned(run_dir):
+        raise QAFinetuneError(
+            f"run directory {run_dir} exists: pass --overwrite to replace it, --resume to "
+            "continue it, or choose another --run-name"
+        )
+
+
+class RunClaim:
+    """The run directory of a new run; a replaced run is kept aside until the new one has a
+    checkpoint or a model, and comes back if the new run fails before that."""
+
+    def __init__(self, run_dir: Path, created: bool, backup: Path | None) -> None:
+        self.run_dir = run_dir
+        self.created = created
+        self.backup = backup
+
+    def commit(self) -> None:
+        """The new run has something to keep: the replaced one can go."""
+        if self.backup is not None:
+            shutil.rmtree(self.backup, ignore_errors=True)
+            self.backup = None
+
+    def release(self) -> None:
+        """The run ended (finished or failed): keep what is worth keeping, undo the rest."""
+        if has_something_to_keep(self.run_dir):
+            self.commit()
+            return
+        if self.created:
+            # Nothing to keep: no folder is left to block the rerun.
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self.backup is not None:
+            self.backup.rename(self.run_dir)
+            self.backup = None
+
+
+def claim_run_directory(run_dir: Path, resume: bool, overwrite: bool) -> RunClaim:
+    """Create the run directory, refusing to clobber an existing one by accident.
+
+    Called once data and model have loaded. With ``overwrite`` the old run is moved aside, not
+    deleted: ``RunClaim.release`` puts it back when the new run fails before it has anything
+    to keep.
+    """
+    check_claimable(run_dir, resume, overwrite)
+    if resume:
+        return RunClaim(run_dir, created=False, backup=None)
+    backup = _backup_of(run_dir)
+    if backup.exists():
+        # Left by a process killed while replacing a run: whichever copy has content wins.
+        if has_something_to_keep(run_dir):
+            shutil.rmtree(backup)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            backup.rename(run_dir)
+    moved: Path | None = None
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        if _is_abandoned(run_dir):
+            shutil.rmtree(run_dir)
+        else:
+            run_dir.rename(backup)
+            moved = backup
     run_dir.mkdir(parents=True, exist_ok=True)
+    return RunClaim(run_dir, created=True, backup=moved)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -46,10 +46,16 @@ class StepHooks(tf_keras.callbacks.Callback):
         self._evaluate_every = evaluate_every
         self._steps_per_epoch = steps_per_epoch
         self.last_loss: float | None = None
+        # Batches of the current epoch run by this fit call; Keras's "loss" is their mean.
+        self.batches = 0
         self.started = time.time()
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.batches = 0
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.last_loss = float((logs or {}).get("loss", float("nan")))
+        self.batches = batch + 1
         step = self._step()
         due = self._evaluate_every and step % self._evaluate_every == 0
         if due and self._validate(step, self.last_loss):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from qa_finetune.core.windows import (
     prepare_train_features,
     window_spec,
 )
+from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.reference import (
     check_qa_head,
     load_tokenizer,
@@ -175,14 +177,34 @@ def _write_atomically(target: Path, parts: dict[str, Any], report: dict[str, Any
 
 
 def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """Read the cache back; a damaged one (truncated, zeroed, edited) raises ``CacheError``."""
     from datasets import load_from_disk
 
     def optional(name: str) -> Any:
         path = cache_dir / name
-        return load_from_disk(str(path)) if path.exists() else None
+        if not path.exists():
+            return None
+        dataset = load_from_disk(str(path))
+        if len(dataset):
+            dataset[len(dataset) - 1]  # reads through to the last row: a short file fails here
+        return dataset
 
-    report = json.loads((cache_dir / "prepare_report.json").read_text(encoding="utf-8"))
-    return optional("train"), optional("validation"), optional("validation_examples"), report
+    try:
+        report = json.loads((cache_dir / "prepare_report.json").read_text(encoding="utf-8"))
+        train = optional("train")
+        validation = optional("validation")
+        examples = optional("validation_examples")
+        expected = (report["train"]["features"], report["validation"]["features"])
+        found = (len(train) if train is not None else -1, len(validation or []))
+    except Exception as exc:  # Arrow, JSON and file errors all mean the same thing here
+        raise CacheError(f"{cache_dir} is damaged ({type(exc).__name__})") from None
+    if found != expected:
+        raise CacheError(f"{cache_dir} is damaged (holds {found} windows, expected {expected})")
+    return train, validation, examples, report
+
+
+class CacheError(QAFinetuneError):
+    """A feature cache on disk cannot be read back."""
 
 
 def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
@@ -217,7 +239,13 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
             report,
         )
     # Fresh or reused, the features are read back memory-mapped from the cache.
-    train, validation, validation_examples, report = _load_cached(cache_dir)
+    try:
+        train, validation, validation_examples, report = _load_cached(cache_dir)
+    except CacheError as exc:
+        if not cached:
+            raise CacheError(f"{exc}: run `qa-finetune prepare --force` to rebuild it") from None
+        print(f"{exc}: rebuilding it", file=sys.stderr, flush=True)
+        return prepare(config, force=True)
     return PreparedData(
         train,
         validation,

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ class TrainState:
     best_metrics: dict[str, Any] = field(default_factory=dict)
     evals_without_improvement: int = 0
     train_seconds: float = 0.0
+    # Loss summed over the batches of the checkpoint's epoch so far, so that a run resumed
+    # mid-epoch reports the loss of the whole epoch, not only of the batches after resuming.
+    epoch_loss_sum: float = 0.0
+    epoch_loss_batches: int = 0
 
 
 @dataclass
@@ -117,32 +122,93 @@ def _write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
 
 def _restore(
     manager: tf.train.CheckpointManager, checkpoint: tf.train.Checkpoint, run_dir: Path
-) -> TrainState:
-    path = manager.latest_checkpoint
-    checkpoint.restore(path).expect_partial()
+) -> tuple[TrainState, int]:
+    """The training state of the latest checkpoint, and its step.
+
+    A damaged checkpoint (half-written by a killed process, truncated, edited) is one clear
+    error naming the file and the fix, never a TensorFlow traceback.
+    """
+    folder = run_dir / rundir.CHECKPOINT_DIR
+    fix = (
+        "start the run again with --overwrite (the old run stays until the new one has a "
+        f"checkpoint), or delete {folder} and train without --resume"
+    )
+    try:
+        path = manager.latest_checkpoint
+    except Exception:  # an unparsable index file
+        path = None
+    if path is None:
+        raise QAFinetuneError(
+            f"{folder / 'checkpoint'} names no checkpoint whose files exist: {fix}"
+        )
     number = path.rsplit("-", 1)[-1]
-    state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=number)
-    values = json.loads(state_path.read_text(encoding="utf-8"))
-    return TrainState(**values)
+    state_path = folder / STATE_FILE.format(number=number)
+    try:
+        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+    except Exception as exc:  # TensorFlow raises many types for damaged files
+        raise QAFinetuneError(
+            f"checkpoint {path} is damaged or does not fit this model ({type(exc).__name__}): {fix}"
+        ) from None
+    try:
+        values = json.loads(state_path.read_text(encoding="utf-8"))
+        return TrainState(**values), int(number)
+    except (OSError, ValueError, TypeError) as exc:
+        raise QAFinetuneError(
+            f"{state_path} is missing or damaged ({type(exc).__name__}): {fix}"
+        ) from None
 
 
-def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path:
-    """Fine-tune per ``config``; returns the run directory."""
+def _check_resume_request(run_dir: Path, stored: Config, requested: Mapping[str, Any]) -> None:
+    """Refuse options given with ``--resume`` that would change the run's recipe."""
+    from qa_finetune.config import apply_overrides
+
+    asked = apply_overrides(stored, requested).to_dict()
+    was = stored.to_dict()
+    # run_name and output_dir say where the run is, not how it trains.
+    locating = {("train", "run_name"), ("train", "output_dir")}
+    changed = [
+        f"{section}.{key} ({was[section][key]!r} -> {value!r})"
+        for section, values in asked.items()
+        for key, value in values.items()
+        if value != was[section][key] and (section, key) not in locating
+    ]
+    if changed:
+        raise QAFinetuneError(
+            f"--resume continues {run_dir} as recorded in its config.yaml; these options would "
+            f"change it: {', '.join(changed)}. Drop them, or start a new run "
+            "(--run-name NEW or --overwrite)"
+        )
+
+
+def train(
+    config: Config,
+    resume: bool = False,
+    overwrite: bool = False,
+    requested: Mapping[str, Any] | None = None,
+) -> Path:
+    """Fine-tune per ``config``; returns the run directory.
+
+    ``requested`` holds the values the user gave explicitly; with ``resume`` any of them that
+    differs from the run's recorded config is an error rather than silently ignored.
+
+    Nothing on disk changes until the data and the model have loaded: an existing run replaced
+    with ``overwrite`` is kept aside until the new run has a checkpoint or a model.
+    """
     run_dir = rundir.run_directory(config)
     # A model that cannot be trained fails before a run directory or features are made.
     check_model(config)
-    rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
         from qa_finetune.config import load_config
 
-        config = load_config(run_dir / "config.yaml")
-    rundir.write_text_atomic(run_dir / "config.yaml", config.to_yaml())
+        stored = load_config(run_dir / "config.yaml")
+        _check_resume_request(run_dir, stored, requested or {})
+        config = stored
 
     prepared = prepare(config)
     if len(prepared.train) == 0:
         raise QAFinetuneError("no training windows were built: check the training data")
-    tokenizer = prepared.tokenizer
 
     tf_keras.utils.set_random_seed(config.train.seed)
     if not has_gpu():
@@ -152,13 +218,44 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     strategy = make_strategy(config.train.strategy)
     schedule = Schedule.of(config, len(prepared.train))
     with strategy.scope():
-        model, optimizer = _build_model(config, prepared, schedule)
+        model, _ = _build_model(config, prepared, schedule)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+
+    claim = rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    try:
+        _run(config, claim, prepared, schedule, strategy, precision, model, checkpoint)
+    finally:
+        claim.release()
+    return run_dir
+
+
+def _run(
+    config: Config,
+    claim: rundir.RunClaim,
+    prepared: PreparedData,
+    schedule: Schedule,
+    strategy: Any,
+    precision: str,
+    model: Any,
+    checkpoint: Any,
+) -> None:
+    """Train in the claimed run directory: restore, fit, validate, checkpoint, finish."""
+    run_dir = claim.run_dir
+    tokenizer = prepared.tokenizer
+    optimizer = model.optimizer
+    rundir.write_text_atomic(run_dir / "config.yaml", config.to_yaml())
+    rundir.remove_partial_checkpoints(run_dir)
     manager = tf.train.CheckpointManager(
         checkpoint, str(run_dir / rundir.CHECKPOINT_DIR), max_to_keep=1
     )
-
-    state = _restore(manager, checkpoint, run_dir) if resume else TrainState()
+    state = TrainState()
+    carried: tuple[int, float, int] | None = None  # (epoch, loss sum, batches) before resuming
+    if not claim.created:
+        state, restored_step = _restore(manager, checkpoint, run_dir)
+        print(f"resuming from step {restored_step} of {schedule.total_steps}", flush=True)
+        if restored_step % schedule.steps_per_epoch:
+            epoch = restored_step // schedule.steps_per_epoch
+            carried = (epoch, state.epoch_loss_sum, state.epoch_loss_batches)
     device = _device()
     rundir.write_json(
         run_dir / "env.json",
@@ -178,17 +275,38 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
     def step() -> int:
         return int(optimizer.iterations.numpy())
 
+    # Seconds of earlier processes (a resumed run) plus this one's, kept in every checkpoint.
+    earlier_seconds = state.train_seconds
+    started = time.time()
+
+    def epoch_so_far(at_step: int, mean: float) -> tuple[float, int]:
+        """(loss sum, batches) of ``at_step``'s epoch, from ``mean`` over this process's part."""
+        batches = hooks.batches
+        epoch = (at_step - 1) // schedule.steps_per_epoch
+        if carried is not None and carried[0] == epoch:
+            return carried[1] + mean * batches, carried[2] + batches
+        return mean * batches, batches
+
     def save(at_step: int) -> None:
+        state.train_seconds = earlier_seconds + time.time() - started
+        if at_step % schedule.steps_per_epoch and hooks.last_loss is not None:
+            state.epoch_loss_sum, state.epoch_loss_batches = epoch_so_far(at_step, hooks.last_loss)
+        else:
+            state.epoch_loss_sum, state.epoch_loss_batches = 0.0, 0
         state_path = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=at_step)
         state_path.parent.mkdir(parents=True, exist_ok=True)
         rundir.write_json(state_path, state.__dict__)
         manager.save(checkpoint_number=at_step)
+        claim.commit()
         for old in state_path.parent.glob("state-*.json"):
             if old != state_path:
                 old.unlink(missing_ok=True)
 
     def validate(at_step: int, loss: float) -> bool:
         """Score, keep the best model; True asks the loop to stop early."""
+        total, batches = epoch_so_far(at_step, loss)
+        if batches:
+            loss = total / batches
         row: dict[str, Any] = {
             "epoch": round(at_step / schedule.steps_per_epoch, 4),
             "step": at_step,
@@ -243,7 +361,6 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
             tf_keras.callbacks.TensorBoard(log_dir=str(run_dir / "tensorboard"), update_freq=50)
         )
 
-    started = time.time()
     start_step = step()
     try:
         _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks, interactive)
@@ -258,9 +375,12 @@ def train(config: Config, resume: bool = False, overwrite: bool = False) -> Path
             f"(now {config.train.learning_rate:g}) or set train.mixed_precision=off; "
             f"--resume restarts from the last good checkpoint"
         )
-    state.train_seconds += time.time() - started
+    state.train_seconds = earlier_seconds + time.time() - started
+    final_state = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=step())
+    if final_state.is_file():
+        # The last checkpoint is the final step: it keeps the whole training time.
+        rundir.write_json(final_state, state.__dict__)
     _finish(run_dir, config, prepared, state, schedule, step(), model, tokenizer)
-    return run_dir
 
 
 def _fit(
