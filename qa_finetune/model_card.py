@@ -300,17 +300,43 @@ def _limitations(config: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _usage(repo_id: str) -> list[str]:
+def _usage(repo_id: str, has_pytorch: bool) -> list[str]:
+    question = (
+        'qa(question="Who wrote the report?", context="The report was written by Ada in 1843.")'
+    )
+    lines: list[str] = []
+    if has_pytorch:
+        lines += [
+            "With `transformers` and PyTorch (`model.safetensors` holds PyTorch weights):",
+            "",
+            "```python",
+            "from transformers import pipeline",
+            "",
+            f'qa = pipeline("question-answering", model="{repo_id}")',
+            question,
+            "```",
+            "",
+            "With `transformers` 4.x and TensorFlow (`tf_model.h5`):",
+        ]
+    else:
+        lines.append("With `transformers` (4.x) and TensorFlow installed:")
+    lines += ["", "```python", "from transformers import pipeline", ""]
+    if has_pytorch:
+        lines += [
+            "# use_safetensors=False picks tf_model.h5: transformers' TF loader cannot read the",
+            "# PyTorch safetensors file. Without PyTorch installed, also pass dtype=None.",
+            f'qa = pipeline("question-answering", model="{repo_id}", framework="tf",',
+            '              model_kwargs={"use_safetensors": False})',
+        ]
+    else:
+        lines += [
+            "# TensorFlow weights, hence framework='tf'. Without PyTorch installed,",
+            "# also pass dtype=None.",
+            f'qa = pipeline("question-answering", model="{repo_id}", framework="tf")',
+        ]
     return [
-        "With `transformers` (4.x) and TensorFlow installed:",
-        "",
-        "```python",
-        "from transformers import pipeline",
-        "",
-        "# The weights are TensorFlow weights, hence framework='tf'. Without PyTorch installed,",
-        "# also pass dtype=None.",
-        f'qa = pipeline("question-answering", model="{repo_id}", framework="tf")',
-        'qa(question="Who wrote the report?", context="The report was written by Ada in 1843.")',
+        *lines,
+        question,
         "```",
         "",
         "With `qa-finetune`:",
@@ -352,5 +378,10 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
         "with it (reading comprehension, document question answering)."
     )
     body += ["", *_limitations(config)]
-    body += ["", "## How to use", "", *_usage(repo_id)]
+    body += [
+        "",
+        "## How to use",
+        "",
+        *_usage(repo_id, (run_dir / "model" / "model.safetensors").is_file()),
+    ]
     return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
