@@ -66,9 +66,9 @@ class _Ragged:
 
 def _ragged(column: Any) -> _Ragged:
     """A list column from Arrow (no Python ints are made) or from plain lists."""
-    import pyarrow as pa
-
-    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+    # pyarrow is imported only for Arrow columns: a cold `ask` on plain lists skips its import.
+    if type(column).__module__.startswith("pyarrow"):
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -307,7 +307,14 @@ class QuestionAnswerer:
             )
             # Half a window at most, so a smaller --max-length alone still works.
             stride = min(trained_stride, max_length // 2)
-        tokenizer = load_tokenizer(model_dir)
+        tokenizer = None
+        if chosen == "onnx":
+            from qa_finetune.export_tokenizer import ExportTokenizer
+
+            # Without transformers: its import is most of a cold start.
+            tokenizer = ExportTokenizer.load(model_dir, exported or qa_config(model_dir))
+        if tokenizer is None:
+            tokenizer = load_tokenizer(model_dir)
         spec = make_spec(tokenizer, max_length, stride)
         for name, value in (
             ("max_answer_length", max_answer_length),

@@ -80,8 +80,17 @@ def convert(forward: Any, signature: list[Any], target: Path) -> Path:
 
 def quantize_int8(source: Path, target: Path) -> Path:
     """Dynamic int8 quantisation of the weights (activations stay float, scaled per batch)."""
+    import logging
+
     quantization = require("onnxruntime.quantization", "--quantize int8")
-    quantization.quantize_dynamic(
-        str(source), str(target), weight_type=quantization.QuantType.QInt8
-    )
+    root = logging.getLogger()
+    level = root.level
+    # It logs a generic "consider pre-processing" warning on the root logger for every model.
+    root.setLevel(logging.ERROR)
+    try:
+        quantization.quantize_dynamic(
+            str(source), str(target), weight_type=quantization.QuantType.QInt8
+        )
+    finally:
+        root.setLevel(level)
     return target

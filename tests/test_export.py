@@ -252,6 +252,59 @@ def test_ask_through_onnx_never_imports_tensorflow(onnx_dir: Path) -> None:
     assert lines[-1] == "TF False"
 
 
+def _bpe_tokenizer(folder: Path) -> Any:
+    """A byte-level BPE RobertaTokenizerFast trained offline on a few sentences."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        [CONTEXT, QUESTION, "Who built it?  Ellis did,\tin 1887."] * 3,
+        vocab_size=400,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    folder.mkdir()
+    bpe.save_model(str(folder))
+    tokenizer = RobertaTokenizerFast(
+        vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt")
+    )
+    tokenizer.save_pretrained(str(folder))
+    return tokenizer
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_export_tokenizer_makes_the_same_windows(
+    family: str, tokenizer: Any, tmp_path: Path
+) -> None:
+    """The transformers-free tokenizer of an export cuts the windows transformers' does."""
+    from qa_finetune.export import qa_settings
+    from qa_finetune.export_tokenizer import ExportTokenizer
+    from qa_finetune.infer import make_spec
+    from qa_finetune.preprocess import make_windows
+
+    if family == "roberta":
+        tokenizer = _bpe_tokenizer(tmp_path / "bpe")
+    else:
+        tokenizer.save_pretrained(str(tmp_path / "bert"))
+    folder = tmp_path / ("bpe" if family == "roberta" else "bert")
+    light = ExportTokenizer.load(folder, qa_settings(folder, tokenizer))
+    assert light is not None
+    questions = [QUESTION, "  who   built it? "]
+    contexts = [CONTEXT, " \n x  y\t" + CONTEXT]
+    batch = {"id": ["a", "b"], "question": questions, "context": contexts}
+    ours = make_windows(batch, light, make_spec(light, 48, 8))
+    theirs = make_windows(batch, tokenizer, make_spec(tokenizer, 48, 8))
+    assert ours.encoding == theirs.encoding
+    np.testing.assert_array_equal(ours.cls_index, theirs.cls_index)
+    assert (
+        light(questions, add_special_tokens=False)["input_ids"]
+        == (tokenizer(questions, add_special_tokens=False)["input_ids"])
+    )
+    assert light.num_special_tokens_to_add(pair=True) == tokenizer.num_special_tokens_to_add(
+        pair=True
+    )
+
+
 # --- Errors ----------------------------------------------------------------------------------
 
 
