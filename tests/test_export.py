@@ -107,6 +107,26 @@ def test_model_folder_carries_pytorch_safetensors(
     )
 
 
+def test_card_tf_pipeline_loads_a_folder_with_both_weight_files(
+    tiny_model: Any, tokenizer: Any, tmp_path: Path
+) -> None:
+    """The model card's TensorFlow snippet works beside the PyTorch file (no torch here)."""
+    from transformers import pipeline
+
+    from qa_finetune.run_dir import save_model_atomic
+
+    folder = save_model_atomic(tiny_model, tokenizer, tmp_path / "model")
+    qa = pipeline(
+        "question-answering",
+        model=str(folder),
+        framework="tf",
+        model_kwargs={"use_safetensors": False},
+        dtype=None,
+    )
+    out = qa(question=QUESTION, context=CONTEXT)
+    assert CONTEXT[out["start"] : out["end"]] == out["answer"]
+
+
 def test_roberta_names_round_trip() -> None:
     """RoBERTa-family names (``roberta.``, no pooler in the QA model) map and load back."""
     from transformers import RobertaConfig, TFRobertaForQuestionAnswering

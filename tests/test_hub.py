@@ -533,3 +533,12 @@ def test_push_modules_do_not_import_tensorflow() -> None:
         "sys.exit(any(m in sys.modules for m in ('tensorflow', 'transformers')))"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_pytorch_weights_are_pushed_beside_the_tf_weights(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path)
+    (run_dir / "model" / "model.safetensors").write_bytes(b"pt" * 64)
+    result = push_run(run_dir, REPO_ID, dry_run=True, staging_dir=tmp_path / "staging")
+    assert {"tf_model.h5", "model.safetensors"} <= set(result.files)
+    assert (tmp_path / "staging" / "model.safetensors").read_bytes() == b"pt" * 64
+    assert result.card.index(f'model="{REPO_ID}")') < result.card.index('framework="tf"')

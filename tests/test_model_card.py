@@ -179,3 +179,14 @@ def test_local_base_model_is_left_out_of_front_matter(tmp_path: Path) -> None:
     meta, body = split_card(build_model_card(run_dir, REPO_ID))
     assert "base_model" not in meta
     assert "local checkpoint `encoder`" in body
+
+
+def test_usage_shows_pytorch_first_when_the_run_has_pytorch_weights(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, metrics=TRAIN_METRICS)
+    (run_dir / "model").mkdir()
+    (run_dir / "model" / "model.safetensors").write_bytes(b"weights")
+    _, body = split_card(build_model_card(run_dir, REPO_ID))
+    pytorch = body.index(f'pipeline("question-answering", model="{REPO_ID}")')
+    tensorflow = body.index(f'pipeline("question-answering", model="{REPO_ID}", framework="tf",')
+    assert pytorch < tensorflow
+    assert 'model_kwargs={"use_safetensors": False}' in body[tensorflow:]
