@@ -204,8 +204,6 @@ def export_run(
     run_dir = Path(run_dir)
     checkpoint = checkpoint or ("latest" if fmt == "hf" else "best")
     _check_arguments(fmt, checkpoint, quantize)
-    if not run_dir.is_dir():
-        raise QAFinetuneError(f"run directory {run_dir} does not exist")
     if checkpoint == "latest":
         path, step = _latest_checkpoint(run_dir)
         default = run_dir / (f"model-step-{step}" if fmt == "hf" else fmt)
