@@ -339,6 +339,29 @@ def test_corrupt_onnx_file_is_one_clear_error(onnx_dir: Path, tmp_path: Path) ->
         QuestionAnswerer.load(str(broken), backend="onnx")
 
 
+def test_cli_errors_are_one_line(onnx_dir: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Corrupt model.onnx, --backend onnx without an export, export of a run without a
+    model: one ``error:`` line and exit code 1 each."""
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli import app
+
+    broken = tmp_path / "broken"
+    shutil.copytree(onnx_dir, broken)
+    (broken / "model.onnx").write_bytes(b"not a protobuf at all")
+    (tmp_path / "empty-run").mkdir()
+    ask = ["ask", QUESTION, "--context", CONTEXT, "--model"]
+    for args, expected in [
+        ([*ask, str(broken)], "is not a readable ONNX model"),
+        ([*ask, str(tiny_model_dir), "--backend", "onnx"], "has no model.onnx"),
+        (["export", str(tmp_path / "empty-run"), "--format", "onnx"], "has no model"),
+    ]:
+        result = CliRunner().invoke(app, args)
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1, result.output
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
+
+
 def test_backend_onnx_without_export_is_an_error(tiny_model_dir: Path) -> None:
     from qa_finetune.infer import QuestionAnswerer
 
