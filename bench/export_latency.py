@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--warm-questions", type=int, default=100)
     parser.add_argument("--cold-runs", type=int, default=5)
+    parser.add_argument("--cold-only", action="store_true", help="stop after the cold rows")
     args = parser.parse_args()
 
     onnx_dir = args.run / "onnx"
@@ -118,6 +119,8 @@ def main() -> None:
     cold_times = cold(args.run, onnx_dir, row["question"], row["context"], args.cold_runs)
     for name, seconds in cold_times.items():
         print(f"cold  {name:<20} {seconds:6.2f} s  (median of {args.cold_runs})")
+    if args.cold_only:
+        return
 
     answerers = {
         "tf": QuestionAnswerer.load(str(args.run), backend="tf"),
