@@ -128,7 +128,7 @@ def input_names(tokenizer: Any) -> tuple[str, ...]:
     return tuple(n for n in INPUT_NAMES if n in tokenizer.model_input_names)
 
 
-def serving_function(model: Any, names: tuple[str, ...]) -> Any:
+def serving_function(model: Any, names: tuple[str, ...]) -> tuple[Any, list[Any]]:
     """A ``tf.function`` of named int32 [batch, length] inputs returning both logit tensors."""
     import tensorflow as tf
 
