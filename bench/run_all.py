@@ -5,10 +5,10 @@
 Each benchmark runs in its own process (a fresh TensorFlow, so one cannot warm up the next)
 with its command printed before its output. The default settings keep the whole run under
 15 minutes on a 2-core CPU; ``--quick`` shrinks them further to a smoke test of a few minutes.
-``accuracy.py`` needs a trained model and runs only with ``--model``. Every benchmark runs
-even when an earlier one fails; the exit status is 1 when any failed. ``--dry-run`` prints
-the commands without running them. For figures worth recording, run a script on its own with
-its larger defaults (see each script's ``--help``).
+``accuracy.py`` and ``export_latency.py`` need a trained run and run only with ``--model``.
+Every benchmark runs even when an earlier one fails; the exit status is 1 when any failed.
+``--dry-run`` prints the commands without running them. For figures worth recording, run a
+script on its own with its larger defaults (see each script's ``--help``).
 """
 
 from __future__ import annotations
@@ -101,6 +101,16 @@ def plan(data: Path, quick: bool, model: str | None) -> list[Benchmark]:
             Benchmark(
                 "accuracy.py",
                 ("--model", model, "--data", dev, "--limit", pick(500, 50), "--check", pick(20, 5)),
+            )
+        )
+        # Exports RUN/onnx (fp32 + int8) first when the run has none.
+        benchmarks.append(
+            Benchmark(
+                "export_latency.py",
+                (
+                    *("--run", model, "--data", dev, "--questions", pick(1000, 100)),
+                    *("--warm-questions", pick(100, 10), "--cold-runs", pick(5, 1)),
+                ),
             )
         )
     return benchmarks

@@ -617,3 +617,12 @@ def test_staged_files_carry_no_local_paths(tmp_path: Path) -> None:
     assert staged_config["data"]["validation_file"] == "dev.json"
     assert staged_config["train"]["output_dir"] == "outputs"
     assert "| `data.train_file` | train.json,extra.json |" in texts["README.md"]
+
+
+def test_pytorch_weights_are_pushed_beside_the_tf_weights(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path)
+    (run_dir / "model" / "model.safetensors").write_bytes(b"pt" * 64)
+    result = push_run(run_dir, REPO_ID, dry_run=True, staging_dir=tmp_path / "staging")
+    assert {"tf_model.h5", "model.safetensors"} <= set(result.files)
+    assert (tmp_path / "staging" / "model.safetensors").read_bytes() == b"pt" * 64
+    assert result.card.index(f'model="{REPO_ID}")') < result.card.index('framework="tf"')

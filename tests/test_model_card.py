@@ -192,3 +192,26 @@ def test_card_names_the_architecture_of_the_saved_model(tmp_path: Path) -> None:
     assert "Architecture: `RobertaForQuestionAnswering` (model type `roberta`)." in body
     (run_dir / "model" / "config.json").unlink()
     assert "Architecture" not in build_model_card(run_dir, "me/qa")
+
+
+def test_usage_shows_pytorch_first_when_the_run_has_pytorch_weights(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, metrics=TRAIN_METRICS)
+    (run_dir / "model").mkdir()
+    (run_dir / "model" / "model.safetensors").write_bytes(b"weights")
+    (run_dir / "model" / "tf_model.h5").write_bytes(b"weights")
+    _, body = split_card(build_model_card(run_dir, REPO_ID))
+    pytorch = body.index(f'pipeline("question-answering", model="{REPO_ID}")')
+    tensorflow = body.index(f'pipeline("question-answering", model="{REPO_ID}", framework="tf",')
+    assert pytorch < tensorflow
+    assert 'model_kwargs={"use_safetensors": False}' in body[tensorflow:]
+
+
+def test_pytorch_only_model_gets_no_tensorflow_pipeline_snippet(tmp_path: Path) -> None:
+    """transformers' TF loader cannot read a PyTorch safetensors file, so no TF snippet."""
+    run_dir = make_run_dir(tmp_path, metrics=TRAIN_METRICS)
+    (run_dir / "model").mkdir()
+    (run_dir / "model" / "model.safetensors").write_bytes(b"weights")
+    _, body = split_card(build_model_card(run_dir, REPO_ID))
+    assert f'pipeline("question-answering", model="{REPO_ID}")' in body
+    assert 'framework="tf"' not in body
+    assert f"--model {REPO_ID}" in body

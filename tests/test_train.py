@@ -80,7 +80,12 @@ def test_run_directory_describes_itself(finished_run: Path) -> None:
 def test_saved_model_loads_with_transformers_alone(finished_run: Path) -> None:
     from transformers import AutoTokenizer, TFAutoModelForQuestionAnswering
 
-    model = TFAutoModelForQuestionAnswering.from_pretrained(str(finished_run / "model"))
+    # model/ also holds PyTorch-format model.safetensors, which transformers' TF loader would
+    # pick first and cannot read: use_safetensors=False selects tf_model.h5.
+    assert (finished_run / "model" / "model.safetensors").is_file()
+    model = TFAutoModelForQuestionAnswering.from_pretrained(
+        str(finished_run / "model"), use_safetensors=False
+    )
     tokenizer = AutoTokenizer.from_pretrained(str(finished_run / "model"))
     out = model(**tokenizer("Who?", "Nobody at all.", return_tensors="tf"))
     assert out.start_logits.shape[-1] == out.end_logits.shape[-1]
@@ -210,8 +215,8 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
 
     exported = export_checkpoint(run_dir)
     assert exported == run_dir / f"model-step-{metrics['steps']}"
-    kept = TFAutoModelForQuestionAnswering.from_pretrained(run_dir / "model")
-    restored = TFAutoModelForQuestionAnswering.from_pretrained(exported)
+    kept = TFAutoModelForQuestionAnswering.from_pretrained(run_dir / "model", use_safetensors=False)
+    restored = TFAutoModelForQuestionAnswering.from_pretrained(exported, use_safetensors=False)
     base = load_qa_model(tiny_model_dir)
     pairs = list(zip(kept.trainable_weights, restored.trainable_weights, strict=True))
     for a, b in pairs:

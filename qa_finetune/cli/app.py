@@ -289,6 +289,13 @@ def ask(
     ] = False,
     output_dir: OutputDirOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="auto (ONNX when the model folder has model.onnx, else TensorFlow), tf or onnx.",
+        ),
+    ] = "auto",
 ) -> None:
     """Answer a question from a context of any length."""
     from qa_finetune.inference.answerer import check_pair, latest_run, read_batch_file
@@ -309,7 +316,12 @@ def ask(
         text = _read_context(context, context_file)
         check_pair(question, text)
     reference = model or str(latest_run(Path(output_dir or "outputs")))
-    import_tensorflow_quietly()
+    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    # The ONNX path never imports TensorFlow: that import alone costs seconds.
+    if choose_backend(resolve_model_dir(reference), backend) == "tf":
+        import_tensorflow_quietly()
     from qa_finetune.inference.answerer import QuestionAnswerer, answer_batch_file
 
     answerer = QuestionAnswerer.load(
@@ -318,6 +330,7 @@ def ask(
         stride=stride,
         max_answer_length=max_answer_length,
         warn_untrained_head=not allow_untrained_head,
+        backend=backend,
     )
     if batch is not None:
         written, failed = answer_batch_file(
@@ -409,19 +422,41 @@ def evaluate(
 @app.command()
 @friendly_errors
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory with checkpoints/.")],
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (or a model folder).")],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="hf (model folder + PyTorch safetensors), savedmodel (TF Serving) or onnx.",
+        ),
+    ] = "hf",
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            help="latest (training checkpoint) or best (RUN/model). Default: latest for hf, "
+            "best otherwise.",
+        ),
+    ] = None,
+    quantize: Annotated[
+        str | None, typer.Option("--quantize", help="int8: also write model.int8.onnx.")
+    ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", help="Model folder (default: RUN/model-step-N).")
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Folder to write (default: RUN/model-step-N, RUN/model, RUN/onnx, ...).",
+        ),
     ] = None,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing output folder.")
     ] = False,
 ) -> None:
-    """Save a run's latest checkpoint as a model folder (final or interrupted-run weights)."""
-    import_tensorflow_quietly()
-    from qa_finetune.publish.export import export_checkpoint
+    """Export a run: a model folder with PyTorch weights, a SavedModel or an ONNX model."""
+    from qa_finetune.publish.export import export_run
 
-    target = export_checkpoint(run_dir, output, overwrite=overwrite)
+    import_tensorflow_quietly()
+    target = export_run(run_dir, format, checkpoint, output, quantize, overwrite=overwrite)
     typer.echo(f"Saved {target}")
 
 

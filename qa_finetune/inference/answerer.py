@@ -66,9 +66,9 @@ class _Ragged:
 
 def _ragged(column: Any) -> _Ragged:
     """A list column from Arrow (no Python ints are made) or from plain lists."""
-    import pyarrow as pa
-
-    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+    # pyarrow is imported only for Arrow columns: a cold `ask` on plain lists skips its import.
+    if type(column).__module__.startswith("pyarrow"):
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -178,7 +178,10 @@ def predict_features(
     if count == 0:
         return start, end
     names = tuple(columns)
-    forward = _forward(model, names, -(-count // batch_size), compile)
+    if callable(getattr(model, "predict_batch", None)):
+        forward = model.predict_batch  # a Predictor (ONNX Runtime, a serving layer's own)
+    else:
+        forward = _forward(model, names, -(-count // batch_size), compile)
     fills = {"input_ids": _pad_token_id(model) if pad_token_id is None else pad_token_id}
     # Longest first: a batch that does not fit in memory fails at once, not at the end.
     order = np.argsort(-lengths, kind="stable")
@@ -262,6 +265,7 @@ class QuestionAnswerer:
     max_answer_length: int = 30
     n_best: int = 20
     batch_size: int = 32
+    backend: str = "tf"  # what computes the logits: "tf" (a Keras model) or "onnx"
 
     @classmethod
     def load(
@@ -273,23 +277,49 @@ class QuestionAnswerer:
         n_best: int = 20,
         batch_size: int = 32,
         warn_untrained_head: bool = True,
+        backend: str = "auto",
+        quantized: bool = False,
     ) -> QuestionAnswerer:
-        """Load once from a run dir, model dir, installed package or Hub id.
+        """Load once from a run dir, model dir, export folder, installed package or Hub id.
 
-        A run directory's ``config.yaml`` supplies the window settings it was trained with.
-        A model whose checkpoint has no QA head (a base encoder) gets a warning on stderr
-        unless ``warn_untrained_head`` is False.
+        A run directory's ``config.yaml`` (or an export's ``qa_config.json``) supplies the
+        window settings it was trained with. ``backend="auto"`` runs ``model.onnx`` with ONNX
+        Runtime when the folder has one, without importing TensorFlow; ``quantized`` picks
+        ``model.int8.onnx`` instead. A TensorFlow model whose checkpoint has no QA head (a
+        base encoder) gets a warning on stderr unless ``warn_untrained_head`` is False.
         """
+        from qa_finetune.modeling.onnx_backend import (
+            OnnxPredictor,
+            choose_backend,
+            onnx_file,
+            qa_config,
+        )
         from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
         model_dir = resolve_model_dir(reference)
+        chosen = choose_backend(model_dir, backend, quantized)
         trained = run_config(model_dir)
-        tokenizer = load_tokenizer(model_dir)
+        exported = {} if trained else qa_config(model_dir)
+        if chosen == "onnx":
+            from qa_finetune.modeling.export_tokenizer import ExportTokenizer
+
+            # Without transformers: its import is most of a cold start.
+            tokenizer = ExportTokenizer.load(model_dir, exported or qa_config(model_dir))
+        else:
+            tokenizer = load_tokenizer(model_dir)
         if max_length is None:
-            max_length = trained.preprocess.max_length if trained else default_max_length(tokenizer)
+            if trained:
+                max_length = trained.preprocess.max_length
+            else:
+                max_length = int(exported.get("max_length", default_max_length(tokenizer)))
         if stride is None:
+            trained_stride = (
+                trained.preprocess.stride
+                if trained
+                else int(exported.get("stride", DEFAULT_STRIDE))
+            )
             # Half a window at most, so a smaller --max-length alone still works.
-            stride = min(trained.preprocess.stride if trained else DEFAULT_STRIDE, max_length // 2)
+            stride = min(trained_stride, max_length // 2)
         spec = make_spec(tokenizer, max_length, stride)
         for name, value in (
             ("max_answer_length", max_answer_length),
@@ -298,6 +328,9 @@ class QuestionAnswerer:
         ):
             if value < 1:
                 raise InferenceError(f"{name} must be at least 1, got {value}")
+        if chosen == "onnx":
+            predictor = OnnxPredictor.load(onnx_file(model_dir, quantized))
+            return cls(predictor, tokenizer, spec, max_answer_length, n_best, batch_size, "onnx")
         from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
         warning = untrained_head_warning(model_dir) if warn_untrained_head else None

@@ -173,9 +173,13 @@ def _load_qa_model(model_dir: Path) -> Any:
     tf_weights = model_dir / "tf_model.h5"
     safetensors = model_dir / "model.safetensors"
     try:
-        if tf_weights.is_file() or (
-            safetensors.is_file() and not _is_pytorch_safetensors(safetensors)
-        ):
+        if tf_weights.is_file():
+            # transformers prefers model.safetensors when both exist, and its TF loader fails
+            # on the PyTorch-format file that qa-finetune writes beside tf_model.h5.
+            return TFAutoModelForQuestionAnswering.from_pretrained(
+                str(model_dir), config=config, use_safetensors=False
+            )
+        if safetensors.is_file() and not _is_pytorch_safetensors(safetensors):
             return TFAutoModelForQuestionAnswering.from_pretrained(str(model_dir), config=config)
         if safetensors.is_file():
             return _from_pytorch_safetensors(model_dir, config)

@@ -301,19 +301,55 @@ def _limitations(config: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _usage(repo_id: str) -> list[str]:
+def _usage(repo_id: str, has_pytorch: bool, has_tf: bool = True) -> list[str]:
+    """Snippets for the weights the model has: PyTorch first, then TensorFlow, then the CLI."""
+    question = (
+        'qa(question="Who wrote the report?", context="The report was written by Ada in 1843.")'
+    )
+    lines: list[str] = []
+    if has_pytorch:
+        lines += [
+            "With `transformers` and PyTorch (`model.safetensors` holds PyTorch weights):",
+            "",
+            "```python",
+            "from transformers import pipeline",
+            "",
+            f'qa = pipeline("question-answering", model="{repo_id}")',
+            question,
+            "```",
+            "",
+        ]
+    if has_tf and has_pytorch:
+        lines += [
+            "With `transformers` 4.x and TensorFlow (`tf_model.h5`):",
+            "",
+            "```python",
+            "from transformers import pipeline",
+            "",
+            "# use_safetensors=False picks tf_model.h5: transformers' TF loader cannot read the",
+            "# PyTorch safetensors file. Without PyTorch installed, also pass dtype=None.",
+            f'qa = pipeline("question-answering", model="{repo_id}", framework="tf",',
+            '              model_kwargs={"use_safetensors": False})',
+            question,
+            "```",
+            "",
+        ]
+    elif has_tf:
+        lines += [
+            "With `transformers` (4.x) and TensorFlow installed:",
+            "",
+            "```python",
+            "from transformers import pipeline",
+            "",
+            "# TensorFlow weights, hence framework='tf'. Without PyTorch installed,",
+            "# also pass dtype=None.",
+            f'qa = pipeline("question-answering", model="{repo_id}", framework="tf")',
+            question,
+            "```",
+            "",
+        ]
     return [
-        "With `transformers` (4.x) and TensorFlow installed:",
-        "",
-        "```python",
-        "from transformers import pipeline",
-        "",
-        "# The weights are TensorFlow weights, hence framework='tf'. Without PyTorch installed,",
-        "# also pass dtype=None.",
-        f'qa = pipeline("question-answering", model="{repo_id}", framework="tf")',
-        'qa(question="Who wrote the report?", context="The report was written by Ada in 1843.")',
-        "```",
-        "",
+        *lines,
         "With `qa-finetune`:",
         "",
         "```bash",
@@ -369,5 +405,9 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
         "with it (reading comprehension, document question answering)."
     )
     body += ["", *_limitations(config)]
-    body += ["", "## How to use", "", *_usage(repo_id)]
+    model_dir = run_dir / "model"
+    has_pytorch = (model_dir / "model.safetensors").is_file()
+    # A run without model/ (a card previewed early) gets the TensorFlow snippet, as before.
+    has_tf = (model_dir / "tf_model.h5").is_file() or not has_pytorch
+    body += ["", "## How to use", "", *_usage(repo_id, has_pytorch, has_tf)]
     return f"---\n{front}---\n\n" + "\n".join(body) + "\n"

@@ -146,12 +146,31 @@ def write_json(path: Path, values: Any) -> None:
     write_text_atomic(path, json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def save_model_atomic(model: Any, tokenizer: Any, target: Path) -> Path:
-    """``save_pretrained`` into ``<target>.tmp/``, then swap it in for ``target``."""
+def save_model_atomic(
+    model: Any, tokenizer: Any, target: Path, pytorch_weights: bool = True
+) -> Path:
+    """``save_pretrained`` into ``<target>.tmp/``, then swap it in for ``target``.
+
+    With ``pytorch_weights`` the folder also carries ``model.safetensors`` in PyTorch names,
+    so PyTorch and transformers 5 load it as well as TensorFlow does ``tf_model.h5``.
+    """
     staging = target.with_name(f"{target.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(str(staging))
-    tokenizer.save_pretrained(str(staging))
+    try:
+        model.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        if pytorch_weights:
+            from qa_finetune.modeling.pt_weights import save_pytorch_safetensors
+
+            save_pytorch_safetensors(model, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return replace_folder(staging, target)
+
+
+def replace_folder(staging: Path, target: Path) -> Path:
+    """Swap the finished ``staging`` folder in for ``target`` (renames only)."""
     previous = target.with_name(f"{target.name}.old")
     shutil.rmtree(previous, ignore_errors=True)
     if target.exists():

@@ -1,0 +1,90 @@
+"""TF Keras weights -> ``model.safetensors`` in PyTorch parameter names and layout, no torch.
+
+transformers maps names both ways (``convert_tf_weight_name_to_pt_weight_name``) and says
+which kernels PyTorch stores transposed; the tensors are written with ``safetensors.numpy``,
+tagged ``format: pt`` as ``save_pretrained`` of a PyTorch model would tag them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.errors import QAFinetuneError
+
+PT_WEIGHTS = "model.safetensors"
+
+
+class UnsupportedArchitectureError(QAFinetuneError):
+    """The model cannot be written in the requested format."""
+
+
+def _pt_layout(array: np.ndarray, transpose: Any) -> np.ndarray:
+    """Reorder a TF kernel to PyTorch's layout (dense: [out, in]; convolutions: [out, in, k])."""
+    from transformers.modeling_tf_pytorch_utils import TransposeType
+
+    if transpose is TransposeType.SIMPLE:
+        array = array.T
+    elif transpose is TransposeType.CONV1D:
+        array = array.transpose(2, 1, 0)
+    elif transpose is TransposeType.CONV2D:
+        array = array.transpose(3, 2, 0, 1)
+    return np.ascontiguousarray(array)
+
+
+def pytorch_state_dict(model: Any) -> dict[str, np.ndarray]:
+    """The weights of a built TF model as a PyTorch ``state_dict`` of float32 numpy arrays."""
+    from transformers.modeling_tf_pytorch_utils import convert_tf_weight_name_to_pt_weight_name
+
+    state: dict[str, np.ndarray] = {}
+    for weight in model.weights:
+        name, transpose = convert_tf_weight_name_to_pt_weight_name(
+            weight.name, start_prefix_to_remove="", tf_weight_shape=weight.shape
+        )
+        if name in state:
+            raise UnsupportedArchitectureError(
+                f"{type(model).__name__}: two TF weights map to the PyTorch name {name}; this "
+                "architecture cannot be exported to PyTorch safetensors (use --format savedmodel)"
+            )
+        state[name] = _pt_layout(np.asarray(weight.numpy(), dtype=np.float32), transpose)
+    return state
+
+
+def check_round_trip(model: Any, state: dict[str, np.ndarray]) -> None:
+    """Load ``state`` back through transformers' PyTorch-to-TF loader into a fresh model.
+
+    Every tensor must be used and every TF weight filled with the same values, or the names
+    do not follow PyTorch's layout for this architecture.
+    """
+    from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
+
+    fresh = type(model)(model.config)
+    fresh(fresh.dummy_inputs, training=False)
+    _, info = load_pytorch_state_dict_in_tf2_model(
+        fresh, state, allow_missing_keys=True, output_loading_info=True
+    )
+    problems = info["missing_keys"] + info["unexpected_keys"] + info["mismatched_keys"]
+    if problems:
+        raise UnsupportedArchitectureError(
+            f"{type(model).__name__}: PyTorch names do not round-trip ({len(problems)} "
+            f"mismatches, first: {problems[0]}); export it with --format savedmodel or onnx"
+        )
+    for original, loaded in zip(model.weights, fresh.weights, strict=True):
+        if not np.array_equal(original.numpy(), loaded.numpy()):
+            raise UnsupportedArchitectureError(
+                f"{type(model).__name__}: weight {original.name} changes in the PyTorch "
+                "round trip; export it with --format savedmodel or onnx"
+            )
+
+
+def save_pytorch_safetensors(model: Any, folder: Path) -> Path:
+    """Write ``folder/model.safetensors`` (PyTorch names, checked by a round trip)."""
+    from safetensors.numpy import save_file
+
+    state = pytorch_state_dict(model)
+    check_round_trip(model, state)
+    path = Path(folder) / PT_WEIGHTS
+    save_file(state, str(path), metadata={"format": "pt"})
+    return path
