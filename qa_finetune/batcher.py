@@ -73,6 +73,7 @@ class MicroBatcher:
         self._queue: queue.Queue[Any] = queue.Queue()
         self._carry: _Job | None = None  # taken from the queue but left for the next pass
         self._closed = False
+        self._waiting = 0  # submitted, not yet handed to a forward pass
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="qa-batcher", daemon=True)
 
@@ -82,8 +83,8 @@ class MicroBatcher:
 
     @property
     def depth(self) -> int:
-        """Jobs waiting for a forward pass (not counting the one being run)."""
-        return self._queue.qsize() + (self._carry is not None)
+        """Jobs waiting for a forward pass: queued or being gathered, not yet running."""
+        return self._waiting
 
     def submit(self, encoding: Mapping[str, Sequence[Any]], width: int, decode: Decode) -> Future:
         """Queue one job's windows; the future gets ``decode(start, end)`` or its exception."""
@@ -93,6 +94,7 @@ class MicroBatcher:
         with self._lock:
             if self._closed:
                 raise BatcherClosed("the server is shutting down")
+            self._waiting += 1
             self._queue.put(job)
         return job.future
 
@@ -167,6 +169,8 @@ class MicroBatcher:
 
     def _run_jobs(self, jobs: list[_Job]) -> None:
         """One forward pass for all; if it fails, each job alone, so only the bad one fails."""
+        with self._lock:
+            self._waiting -= len(jobs)
         # A job whose caller went away (cancelled) is dropped before it costs a forward pass.
         live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         if not live:
