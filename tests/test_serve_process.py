@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serve_helpers import free_port, get, post, start_server, wait_ready
 from typer.testing import CliRunner
 
-import qa_finetune
 from qa_finetune.cli import app
 
 pytest.importorskip("fastapi")
@@ -27,53 +22,6 @@ pytest.importorskip("uvicorn")
 
 CONTEXT = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931."
 QUESTION = "Who designed the Verrin Bay Bridge?"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def post(url: str, payload: Any) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        url, json.dumps(payload).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return response.status, json.loads(response.read())
-
-
-def start_server(model: Path, port: int, *options: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(qa_finetune.__file__).parents[1])}
-    command = [sys.executable, "-m", "qa_finetune.cli", "serve", str(model), "--port", str(port)]
-    return subprocess.Popen(
-        [*command, "--no-access-log", *options],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def wait_ready(base: str, process: subprocess.Popen[str], seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0]
-        try:
-            if get(f"{base}/readyz")[0] == 200:
-                return
-        except OSError:
-            pass  # not listening yet
-        time.sleep(0.2)
-    raise AssertionError("the server did not become ready")
 
 
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(tiny_model_dir: Path) -> None:
