@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field, field_validator
 from starlette.concurrency import run_in_threadpool
@@ -105,6 +106,31 @@ def _page() -> str:
     return resources.files("qa_finetune").joinpath("web/index.html").read_text(encoding="utf-8")
 
 
+def _swagger_ui_files() -> str | None:
+    """The Swagger UI folder of ``swagger-ui-bundle-v2``, so /docs needs no CDN; None without."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        return None
+    return str(swagger_ui_path)
+
+
+def _offline_docs(app: FastAPI, files: str) -> None:
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/docs-assets", StaticFiles(directory=files), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
+
+
 def create_app(service: AnswerService) -> FastAPI:
     """The app around a loaded service; the lifespan starts (warms) and stops it."""
     settings = service.settings
@@ -119,12 +145,18 @@ def create_app(service: AnswerService) -> FastAPI:
         # In-flight requests are done by now (the server waits for them); stop the worker.
         await run_in_threadpool(service.close)
 
+    docs_files = _swagger_ui_files()
     app = FastAPI(
         title="qa-finetune",
         description="Extractive question answering: the answer is always a span of the context.",
         version="1",
         lifespan=lifespan,
+        # FastAPI's own /docs page loads its scripts from a CDN: used only without the bundle.
+        docs_url=None if docs_files else "/docs",
+        redoc_url=None,
     )
+    if docs_files:
+        _offline_docs(app, docs_files)
     app.add_exception_handler(RequestValidationError, _validation_error)
 
     @app.middleware("http")

@@ -190,6 +190,10 @@ def test_health_readiness_page_docs_and_metrics(client: TestClient) -> None:
     assert '<textarea id="context"' in page.text
     # Offline page: no script, style or font is fetched from anywhere else.
     assert not re.search(r"(src|href)=\"(https?:)?//", page.text)
+    docs = client.get("/docs")
+    assert docs.status_code == 200
+    assert "/docs-assets/swagger-ui-bundle.js" in docs.text
+    assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
     schema = client.get("/openapi.json").json()
     assert {"/v1/answer", "/v1/answer:batch", "/healthz", "/readyz"} <= set(schema["paths"])
     client.post("/v1/answer", json={"question": QUESTION})

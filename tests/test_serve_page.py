@@ -77,6 +77,15 @@ def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) ->
         driver.save_screenshot(str(tmp_path / "page.png"))
         (tmp_path / "expected.json").write_text(json.dumps(expected, indent=1))
         assert (tmp_path / "page.png").stat().st_size > 0
+        # The API docs render offline too (Swagger UI served by the app, not a CDN).
+        driver.get(f"{base}/docs")
+        path = WebDriverWait(driver, 60).until(
+            expected_conditions.presence_of_element_located(
+                (By.CSS_SELECTOR, '.opblock-summary-path[data-path="/v1/answer:batch"]')
+            )
+        )
+        assert path.text.replace("\u200b", "") == "/v1/answer:batch"
+        driver.save_screenshot(str(tmp_path / "docs.png"))
     finally:
         if driver is not None:
             driver.quit()
