@@ -167,12 +167,24 @@ def create_app(service: AnswerService) -> FastAPI:
         metrics.in_flight.inc()
         status = 500
         try:
-            response = await call_next(request)
+            response = body_too_large(request, route) or await call_next(request)
             status = response.status_code
             return response
         finally:
             metrics.in_flight.dec()
             metrics.observe_request(route, status, time.perf_counter() - began)
+
+    # A JSON string takes at most 6 bytes per character (\uXXXX); 64 KiB for the rest.
+    item_bytes = 6 * settings.max_context_chars + 65_536
+    body_limits = {API_ROUTES[0]: item_bytes, API_ROUTES[1]: item_bytes * settings.max_batch_items}
+
+    def body_too_large(request: Request, route: str) -> JSONResponse | None:
+        """413 before reading a body that cannot hold an acceptable request."""
+        declared = request.headers.get("content-length", "")
+        limit = body_limits.get(route)
+        if limit is None or not declared.isdigit() or int(declared) <= limit:
+            return None
+        return _error(413, f"request body is {declared} bytes, over this server's limit of {limit}")
 
     async def answer_one(item: AnswerRequest, where: str) -> list[dict[str, Any]]:
         """Window (in a worker thread), wait for the shared forward pass, decode."""

@@ -102,6 +102,9 @@ def test_pure_core_never_imports_tensorflow() -> None:
         "hub",
         "model_card",
         "cli",
+        "batcher",
+        "serving",
+        "serve",
     ]
     code = (
         "import sys\n"

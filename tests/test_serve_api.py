@@ -172,6 +172,15 @@ def test_a_context_over_the_limit_is_413(client: TestClient) -> None:
     assert response.json()["error"].startswith("request 1: context is 20001 characters")
 
 
+def test_a_body_too_large_for_any_acceptable_request_is_413(client: TestClient) -> None:
+    body = b'{"question": "x", "context": "' + b"y" * (6 * LIMIT + 65_536) + b'"}'
+    response = client.post("/v1/answer", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+    assert response.json()["error"] == (
+        f"request body is {len(body)} bytes, over this server's limit of {6 * LIMIT + 65_536}"
+    )
+
+
 def test_a_question_too_long_for_the_windows_is_422(client: TestClient) -> None:
     question = " ".join(["why"] * 400)
     response = client.post("/v1/answer", json={"question": question, "context": CONTEXT})
