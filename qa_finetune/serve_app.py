@@ -94,9 +94,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     """422 whose ``error`` names the first bad field (``detail`` keeps them all)."""
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
-    first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+    first: dict[str, Any] = dict(errors[0]) if errors else {"loc": ("body",), "msg": "invalid"}
     if first.get("type") == "json_invalid":
-        message = f"body: malformed JSON ({first.get('ctx', {}).get('error', 'decode error')})"
+        context: dict[str, Any] = first.get("ctx") or {}
+        message = f"body: malformed JSON ({context.get('error', 'decode error')})"
     else:
         message = f"{_field_name(tuple(first['loc']))}: {first['msg']}"
     return JSONResponse({"error": message, "detail": jsonable_encoder(errors)}, status_code=422)
