@@ -105,6 +105,7 @@ TENSORFLOW_FREE = [
     "qa_finetune.publish.hub",
     "qa_finetune.publish.model_card",
     "qa_finetune.cli.app",
+    *_modules_under("serving"),
 ]
 
 

@@ -20,7 +20,13 @@ import numpy as np
 
 from qa_finetune.config import Config, load_config
 from qa_finetune.core.spans import null_score, postprocess_predictions
-from qa_finetune.core.windows import WindowSpec, make_windows, model_max_length, window_spec
+from qa_finetune.core.windows import (
+    Windows,
+    WindowSpec,
+    make_windows,
+    model_max_length,
+    window_spec,
+)
 from qa_finetune.errors import QAFinetuneError
 
 # Logit written beyond the end of a window: exp(-1e4) is 0, and it stays finite in float16 sums.
@@ -366,23 +372,52 @@ class QuestionAnswerer:
         checked = _pairs(pairs)
         if not checked:
             return []
-        questions = [q for q, _ in checked]
         contexts = [c for _, c in checked]
+        windows = self.windows([q for q, _ in checked], contexts)
+        start, end = self.predict_windows(windows.encoding)
+        return self.decode(windows, contexts, start, end, top_k, handle_impossible_answer)
+
+    def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
+        """Step 1: the strided windows of checked (question, context) pairs."""
         self.check_questions(questions)
-        ids = [str(i) for i in range(len(checked))]
-        windows = make_windows(
-            {"id": ids, "question": questions, "context": contexts}, self.tokenizer, self.spec
+        ids = [str(i) for i in range(len(questions))]
+        return make_windows(
+            {"id": ids, "question": list(questions), "context": list(contexts)},
+            self.tokenizer,
+            self.spec,
         )
-        start, end = predict_features(
+
+    def predict_windows(
+        self, encoding: Mapping[str, Any], compile: bool | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Step 2, the model: start/end logits ``[windows, longest]`` of unpadded windows.
+
+        Any backend that maps window columns to these two arrays can stand in for it (the
+        server's micro-batcher calls only this).
+        """
+        return predict_features(
             self.model,
-            windows.encoding,
+            encoding,
             self.batch_size,
             pad_token_id=self.tokenizer.pad_token_id,
+            compile=compile,
         )
+
+    def decode(
+        self,
+        windows: Windows,
+        contexts: Sequence[str],
+        start: np.ndarray,
+        end: np.ndarray,
+        top_k: int = 1,
+        handle_impossible_answer: bool = False,
+    ) -> list[list[dict[str, Any]]]:
+        """Step 3: ranked answers per pair from its windows' logits (as ``answer`` returns)."""
+        ids = [str(i) for i in range(len(contexts))]
         offsets = np.where(windows.is_context[..., None], windows.offsets, -1)
         predictions = postprocess_predictions(
             ids,
-            contexts,
+            list(contexts),
             [ids[i] for i in windows.sample_map],
             start,
             end,

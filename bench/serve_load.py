@@ -1,0 +1,347 @@
+"""Load test of ``qa-finetune serve`` on loopback: throughput, latency, batching, a soak.
+
+    .venv/bin/python bench/serve_load.py --model outputs/demo \\
+        --data ../shared/data/squad-v1.1-dev.json
+
+SQuAD dev questions with their own contexts are sent to a real server process on 127.0.0.1
+(nothing else is ever addressed) by 1, 8, 32 and 64 concurrent clients: questions/s, latency
+percentiles, errors and the server's RSS. The same requests at 32 clients then go to a
+second server with ``--max-batch 1`` (rounds alternate between the two servers, so machine
+noise hits both alike), and a soak sends ``--soak`` requests at 32 clients, counting 5xx and
+lost requests and comparing the RSS after the first and the last 1,000. Finally the answers
+the service gave are compared with ``qa-finetune ask --batch`` on the same inputs.
+
+Bounded: a fixed number of requests per phase and ``--time-cap`` seconds in all; a phase that
+reaches the cap stops and says so. The clients share the machine with the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._machine import machine_line  # noqa: E402
+
+HOST = "127.0.0.1"  # loopback only
+
+
+def load_pairs(path: Path, count: int) -> list[dict[str, str]]:
+    """The first ``count`` questions of a SQuAD file, each with its own paragraph."""
+    pairs = []
+    for article in json.loads(path.read_text(encoding="utf-8"))["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                pairs.append({"question": qa["question"], "context": paragraph["context"]})
+                if len(pairs) == count:
+                    return pairs
+    return pairs
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process, MiB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+@dataclass
+class Server:
+    """One ``qa-finetune serve`` process."""
+
+    model: str
+    max_batch: int
+    max_wait_ms: float
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, log: Path) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "qa_finetune.cli.app",
+            "serve",
+            self.model,
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--max-batch",
+            str(self.max_batch),
+            "--max-wait-ms",
+            str(self.max_wait_ms),
+            "--no-access-log",
+        ]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        with log.open("wb") as handle:
+            self.process = subprocess.Popen(command, env=env, stdout=handle, stderr=handle)
+
+    def wait_ready(self, seconds: float = 300) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server on port {self.port} exited {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("server not ready in time")
+
+    def rss(self) -> float:
+        assert self.process is not None
+        return rss_mib(self.process.pid)
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status (0 when it drained and stopped cleanly)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=120)
+
+
+@dataclass
+class Phase:
+    """What one burst of requests measured."""
+
+    name: str
+    clients: int
+    sent: int = 0
+    latencies: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+    lost: int = 0  # no HTTP response at all (connection error, timeout)
+    seconds: float = 0.0
+    capped: bool = False
+    rss_before: float = 0.0
+    rss_after: float = 0.0
+    answers: dict[int, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> int:
+        return self.statuses.get(200, 0)
+
+    @property
+    def errors(self) -> int:
+        return self.sent - self.ok
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000
+
+    def row(self) -> str:
+        throughput = self.ok / self.seconds if self.seconds else 0.0
+        cap = " (time cap)" if self.capped else ""
+        return (
+            f"| {self.name}{cap} | {self.clients} | {self.sent} | {throughput:.1f} | "
+            f"{self.percentile(50):.0f} | {self.percentile(95):.0f} | {self.percentile(99):.0f} | "
+            f"{self.errors} | {self.rss_before:.0f} -> {self.rss_after:.0f} |"
+        )
+
+
+async def run_phase(
+    server: Server,
+    phase: Phase,
+    pairs: list[dict[str, str]],
+    count: int,
+    deadline: float,
+    keep_answers: bool = False,
+    rss_every: int = 0,
+    rss_samples: list[tuple[int, float]] | None = None,
+) -> Phase:
+    """``count`` requests from ``phase.clients`` concurrent clients, pairs taken in order."""
+    phase.rss_before = server.rss()
+    next_index = done = 0
+    limits = httpx.Limits(max_connections=phase.clients, max_keepalive_connections=phase.clients)
+
+    async def client(http: httpx.AsyncClient) -> None:
+        nonlocal next_index, done
+        while next_index < count:
+            if time.monotonic() > deadline:
+                phase.capped = True
+                return
+            index = next_index
+            next_index += 1
+            pair = pairs[index % len(pairs)]
+            began = time.perf_counter()
+            phase.sent += 1
+            try:
+                response = await http.post(f"{server.url}/v1/answer", json=pair)
+            except httpx.HTTPError:
+                phase.lost += 1
+                response = None
+            done += 1
+            if rss_every and rss_samples is not None and done % rss_every == 0:
+                rss_samples.append((done, server.rss()))
+            if response is None:
+                continue
+            phase.statuses[response.status_code] = phase.statuses.get(response.status_code, 0) + 1
+            if response.status_code == 200:
+                phase.latencies.append(time.perf_counter() - began)
+                if keep_answers:
+                    phase.answers[index] = response.json()["answers"][0]
+
+    began = time.perf_counter()
+    async with httpx.AsyncClient(limits=limits, timeout=120) as http:
+        await asyncio.gather(*(client(http) for _ in range(phase.clients)))
+    phase.seconds = time.perf_counter() - began
+    phase.rss_after = server.rss()
+    return phase
+
+
+def compare_with_ask(model: str, pairs: list[dict[str, str]], answers: dict[int, Any]) -> str:
+    """Run ``qa-finetune ask --batch`` on the same inputs; count span and score differences."""
+    with tempfile.TemporaryDirectory() as folder:
+        batch, output = Path(folder) / "in.jsonl", Path(folder) / "out.jsonl"
+        indices = sorted(answers)
+        with batch.open("w", encoding="utf-8") as handle:
+            for i in indices:
+                handle.write(json.dumps({**pairs[i], "id": str(i)}) + "\n")
+        command = [sys.executable, "-m", "qa_finetune.cli.app", "ask", "--model", model]
+        subprocess.run(
+            [*command, "--batch", str(batch), "--output", str(output)],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+        )
+        asked = {int(r["id"]): r for r in map(json.loads, output.read_text().splitlines())}
+    spans = sum(
+        (answers[i]["answer"], answers[i]["start"], answers[i]["end"])
+        != (asked[i]["answer"], asked[i]["start"], asked[i]["end"])
+        for i in indices
+    )
+    score = max(abs(answers[i]["score"] - asked[i]["score"]) for i in indices)
+    return (
+        f"answers vs `qa-finetune ask --batch` on {len(indices)} questions: "
+        f"{spans} spans differ, largest score difference {score:.2e}"
+    )
+
+
+HEADER = (
+    "| phase | clients | requests | questions/s | p50 ms | p95 ms | p99 ms | errors | "
+    "server RSS MiB |\n|---|---:|---:|---:|---:|---:|---:|---:|---|"
+)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    deadline = time.monotonic() + args.time_cap
+    pairs = load_pairs(Path(args.data), args.questions)
+    logs = Path(tempfile.mkdtemp(prefix="serve-load-"))
+    batched = Server(args.model, args.max_batch, args.max_wait_ms)
+    single = Server(args.model, 1, args.max_wait_ms)
+    batched.start(logs / "batched.log")
+    single.start(logs / "single.log")
+    batched.wait_ready()
+    single.wait_ready()
+    print(machine_line())
+    print(f"model {args.model}; {len(pairs)} SQuAD dev questions; server logs in {logs}")
+    rss_idle = batched.rss()
+    print(f"server RSS after warm-up: {rss_idle:.0f} MiB (max-batch {args.max_batch})\n")
+
+    print(HEADER)
+    kept: dict[int, Any] = {}
+    for clients in args.levels:
+        phase = Phase(f"max-batch {args.max_batch}", clients)
+        await run_phase(batched, phase, pairs, args.requests, deadline, keep_answers=True)
+        kept.update(phase.answers)
+        print(phase.row(), flush=True)
+
+    ratios = []
+    for round_number in range(args.rounds):
+        a = await run_phase(
+            batched,
+            Phase(f"max-batch {args.max_batch}, round {round_number + 1}", 32),
+            pairs,
+            args.requests,
+            deadline,
+        )
+        b = await run_phase(
+            single,
+            Phase(f"max-batch 1, round {round_number + 1}", 32),
+            pairs,
+            args.requests,
+            deadline,
+        )
+        print(a.row(), flush=True)
+        print(b.row(), flush=True)
+        if a.seconds and b.seconds and b.ok:
+            ratios.append((a.ok / a.seconds) / (b.ok / b.seconds))
+    if ratios:
+        print(
+            f"\nmicro-batching at 32 clients: {statistics.median(ratios):.2f}x the throughput "
+            f"of --max-batch 1 (rounds: {', '.join(f'{r:.2f}x' for r in ratios)})"
+        )
+
+    samples: list[tuple[int, float]] = []
+    soak = Phase("soak", 32)
+    await run_phase(batched, soak, pairs, args.soak, deadline, rss_every=1000, rss_samples=samples)
+    print(f"\n{HEADER}\n{soak.row()}")
+    five_xx = sum(n for status, n in soak.statuses.items() if status >= 500)
+    print(
+        f"soak: {soak.sent} sent, {soak.ok} ok, {five_xx} 5xx, {soak.lost} lost, statuses "
+        f"{dict(sorted(soak.statuses.items()))}; RSS every 1,000: "
+        + ", ".join(f"{n}: {rss:.0f}" for n, rss in samples)
+    )
+    if len(samples) >= 2:
+        growth = (samples[-1][1] - samples[0][1]) / samples[0][1] * 100
+        print(f"RSS growth between the first and the last 1,000 requests: {growth:+.1f}%")
+
+    codes = batched.stop(), single.stop()
+    print(f"servers stopped with SIGTERM: exit {codes[0]} and {codes[1]}")
+    if args.check and kept:
+        first = dict(sorted(kept.items())[: args.check])
+        print(compare_with_ask(args.model, pairs, first))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="Run dir or model folder to serve.")
+    parser.add_argument("--data", required=True, help="SQuAD v1.1 dev JSON.")
+    parser.add_argument("--questions", type=int, default=2000, help="Distinct questions used.")
+    parser.add_argument(
+        "--levels",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1, 8, 32, 64],
+        help="Concurrent clients per phase.",
+    )
+    parser.add_argument("--requests", type=int, default=256, help="Requests per phase.")
+    parser.add_argument("--rounds", type=int, default=2, help="Batched / unbatched rounds.")
+    parser.add_argument("--soak", type=int, default=5000, help="Requests in the soak.")
+    parser.add_argument("--check", type=int, default=300, help="Answers compared with ask.")
+    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument("--time-cap", type=float, default=1500, help="Seconds for all phases.")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

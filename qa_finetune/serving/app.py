@@ -1,0 +1,287 @@
+"""The HTTP API of ``qa-finetune serve`` (FastAPI): answers, health, metrics and a web page.
+
+``POST /v1/answer`` and ``POST /v1/answer:batch`` answer through the shared
+``AnswerService``; ``/healthz`` says the process is up, ``/readyz`` that the model is loaded
+and warmed, ``/metrics`` speaks Prometheus text, ``/`` is a page to try the model, and
+``/docs`` holds the OpenAPI documentation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, Field, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.serving.batcher import BatcherClosed
+from qa_finetune.serving.metrics import ServeMetrics
+from qa_finetune.serving.service import AnswerService
+
+log = logging.getLogger("qa_finetune.serving.command")
+API_ROUTES = ("/v1/answer", "/v1/answer:batch")
+
+
+class AnswerRequest(BaseModel):
+    """One question about one context."""
+
+    question: str = Field(description="The question.", examples=["Who designed the bridge?"])
+    context: str = Field(
+        description="The text that holds the answer; any length up to the server's limit.",
+        examples=["The bridge was designed by Alma Stroud and opened in 1931."],
+    )
+    top_k: int = Field(1, ge=1, le=20, description="How many ranked answers to return.")
+    allow_no_answer: bool = Field(
+        False, description='Return "" when the no-answer score wins (SQuAD v2 models).'
+    )
+
+    @field_validator("question", "context")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class Answer(BaseModel):
+    answer: str = Field(description="Exactly context[start:end].")
+    score: float = Field(description="Probability among the candidate spans.")
+    start: int = Field(description="Character offset of the answer in the context.")
+    end: int = Field(description="Character offset just past the answer.")
+
+
+class AnswerResponse(BaseModel):
+    answers: list[Answer] = Field(description="Best first.")
+    model: str
+    took_ms: float
+
+
+class BatchItem(BaseModel):
+    answers: list[Answer]
+
+
+class BatchResponse(BaseModel):
+    results: list[BatchItem] = Field(description="One per request, in order.")
+    model: str
+    took_ms: float
+
+
+class ErrorResponse(BaseModel):
+    error: str
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _field_name(location: tuple[Any, ...]) -> str:
+    parts = [str(part) for part in location if part != "body"]
+    return ".".join(parts) or "body"
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """422 whose ``error`` names the first bad field (``detail`` keeps them all)."""
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first: dict[str, Any] = dict(errors[0]) if errors else {"loc": ("body",), "msg": "invalid"}
+    if first.get("type") == "json_invalid":
+        context: dict[str, Any] = first.get("ctx") or {}
+        message = f"body: malformed JSON ({context.get('error', 'decode error')})"
+    else:
+        message = f"{_field_name(tuple(first['loc']))}: {first['msg']}"
+    return JSONResponse({"error": message, "detail": jsonable_encoder(errors)}, status_code=422)
+
+
+def _page() -> str:
+    page = resources.files("qa_finetune.serving").joinpath("web/index.html")
+    return page.read_text(encoding="utf-8")
+
+
+def _swagger_ui_files() -> str | None:
+    """The Swagger UI folder of ``swagger-ui-bundle-v2``, so /docs needs no CDN; None without."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        return None
+    return str(swagger_ui_path)
+
+
+def _offline_docs(app: FastAPI, files: str) -> None:
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/docs-assets", StaticFiles(directory=files), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
+
+
+def create_app(service: AnswerService) -> FastAPI:
+    """The app around a loaded service; the lifespan starts (warms) and stops it."""
+    settings = service.settings
+    metrics = ServeMetrics(lambda: service.batcher.depth)
+    service.batcher.on_batch = metrics.observe_batch
+    page = _page()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.start()
+        yield
+        # In-flight requests are done by now (the server waits for them); stop the worker.
+        await run_in_threadpool(service.close)
+
+    docs_files = _swagger_ui_files()
+    app = FastAPI(
+        title="qa-finetune",
+        description="Extractive question answering: the answer is always a span of the context.",
+        version="1",
+        lifespan=lifespan,
+        # FastAPI's own /docs page loads its scripts from a CDN: used only without the bundle.
+        docs_url=None if docs_files else "/docs",
+        redoc_url=None,
+    )
+    if docs_files:
+        _offline_docs(app, docs_files)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+
+    @app.middleware("http")
+    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Any:
+        began = time.perf_counter()
+        path = request.url.path
+        route = path if path in API_ROUTES or path in ("/", "/healthz", "/readyz") else "other"
+        metrics.in_flight.inc()
+        status = 500
+        try:
+            response = body_too_large(request, route) or await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            metrics.in_flight.dec()
+            metrics.observe_request(route, status, time.perf_counter() - began)
+
+    # A JSON string takes at most 6 bytes per character (\uXXXX); 64 KiB for the rest.
+    item_bytes = 6 * settings.max_context_chars + 65_536
+    body_limits = {API_ROUTES[0]: item_bytes, API_ROUTES[1]: item_bytes * settings.max_batch_items}
+
+    def body_too_large(request: Request, route: str) -> JSONResponse | None:
+        """413 before reading a body that cannot hold an acceptable request."""
+        declared = request.headers.get("content-length", "")
+        limit = body_limits.get(route)
+        if limit is None or not declared.isdigit() or int(declared) <= limit:
+            return None
+        return _error(413, f"request body is {declared} bytes, over this server's limit of {limit}")
+
+    async def answer_one(item: AnswerRequest, where: str) -> list[dict[str, Any]]:
+        """Window (in a worker thread), wait for the shared forward pass, decode."""
+        try:
+            future = await run_in_threadpool(
+                service.submit, item.question, item.context, item.top_k, item.allow_no_answer
+            )
+        except QAFinetuneError as exc:
+            raise QAFinetuneError(f"{where}{exc}") from exc
+        return await asyncio.wrap_future(future)
+
+    def too_long(items: list[AnswerRequest]) -> JSONResponse | None:
+        for number, item in enumerate(items):
+            if len(item.context) > settings.max_context_chars:
+                where = f"request {number}: " if len(items) > 1 else ""
+                return _error(
+                    413,
+                    f"{where}context is {len(item.context)} characters, over this server's "
+                    f"limit of {settings.max_context_chars} (--max-context-chars)",
+                )
+        return None
+
+    async def answer_all(items: list[AnswerRequest]) -> list[list[dict[str, Any]]] | JSONResponse:
+        try:
+            where = (f"request {n}: " if len(items) > 1 else "" for n in range(len(items)))
+            return list(await asyncio.gather(*map(answer_one, items, where)))
+        except QAFinetuneError as exc:  # input the model cannot take (a question too long)
+            return _error(422, str(exc))
+        except BatcherClosed as exc:
+            return _error(503, str(exc))
+        except Exception as exc:  # the model failed on this request; others are unaffected
+            log.exception("answering failed")
+            return _error(500, f"answering failed: {type(exc).__name__}: {exc}")
+
+    error_responses: dict[int | str, dict[str, Any]] = {
+        413: {"model": ErrorResponse, "description": "A context over the size limit."},
+        422: {"model": ErrorResponse, "description": "Malformed or incomplete request."},
+    }
+
+    @app.post("/v1/answer", response_model=AnswerResponse, responses=error_responses)
+    async def answer(item: AnswerRequest) -> Any:
+        """The best ``top_k`` answers to a question, as spans of its context."""
+        began = time.perf_counter()
+        failed = too_long([item])
+        if failed is not None:
+            return failed
+        result = await answer_all([item])
+        if isinstance(result, JSONResponse):
+            return result
+        took = (time.perf_counter() - began) * 1000
+        return {"answers": result[0], "model": settings.model_name, "took_ms": round(took, 3)}
+
+    @app.post("/v1/answer:batch", response_model=BatchResponse, responses=error_responses)
+    async def answer_batch(items: Annotated[list[AnswerRequest], Body()]) -> Any:
+        """Several questions at once (a JSON list of answer requests), answered together."""
+        began = time.perf_counter()
+        if len(items) > settings.max_batch_items:
+            return _error(
+                413,
+                f"{len(items)} requests in one batch, over the limit of "
+                f"{settings.max_batch_items}: split the list",
+            )
+        failed = too_long(items)
+        if failed is not None:
+            return failed
+        result = await answer_all(items)
+        if isinstance(result, JSONResponse):
+            return result
+        took = (time.perf_counter() - began) * 1000
+        return {
+            "results": [{"answers": answers} for answers in result],
+            "model": settings.model_name,
+            "took_ms": round(took, 3),
+        }
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """The process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "Still warming up, or failed to."}})
+    async def readyz() -> Any:
+        """The model is loaded and warmed: requests are answered at full speed."""
+        if service.ready.is_set():
+            return {"status": "ready", "model": settings.model_name}
+        if service.warm_error is not None:
+            return JSONResponse({"status": "failed", "error": service.warm_error}, 503)
+        return JSONResponse({"status": "warming"}, 503)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    return app

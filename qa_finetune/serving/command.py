@@ -1,0 +1,161 @@
+"""Run the answering service: load the model once, then serve it with uvicorn.
+
+SIGTERM (and Ctrl-C) stop accepting connections, finish the requests in flight, drain the
+micro-batcher and exit 0. With ``--workers N`` each worker process loads its own model from
+settings passed in the environment.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import signal
+import socket
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.errors import QAFinetuneError
+
+BACKENDS = ("auto", "tf", "onnx")
+_ENV = "QA_FINETUNE_SERVE"
+
+
+class ServeError(QAFinetuneError):
+    """The service cannot start as asked."""
+
+
+def require_serve_extra() -> None:
+    """Fail with one line naming the extra when the web stack is not installed."""
+    missing = []
+    for module in ("fastapi", "uvicorn", "prometheus_client"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise ServeError(
+            f"serve needs {', '.join(missing)}: install the serve extra with "
+            "pip install 'qa-finetune[serve]'"
+        )
+
+
+def model_name(reference: str) -> str:
+    """A short name for responses: the run's or model folder's name, else the reference."""
+    path = Path(reference)
+    if path.exists():
+        resolved = path.resolve()
+        return resolved.parent.name if resolved.name == "model" else resolved.name
+    return reference
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail before the (slow) model load when the address cannot be bound."""
+    if not 1 <= port <= 65535:
+        raise ServeError(f"--port must be 1 to 65535, got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ServeError(
+                f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"
+            ) from exc
+
+
+def load_answerer(reference: str, backend: str, max_batch: int) -> Any:
+    """``QuestionAnswerer.load`` with the backend passed on when the loader takes one."""
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    if backend not in BACKENDS:
+        raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    options: dict[str, Any] = {"batch_size": max_batch}
+    if "backend" in inspect.signature(QuestionAnswerer.load).parameters:
+        options["backend"] = backend
+    elif backend == "onnx":
+        raise ServeError("this build has no ONNX backend: use --backend tf (or auto)")
+    return QuestionAnswerer.load(reference, **options)
+
+
+def build_app(reference: str, backend: str, settings: Any) -> Any:
+    """Load the model and wrap it in the app (what each worker process does)."""
+    from qa_finetune.serving.app import create_app
+    from qa_finetune.serving.service import AnswerService
+
+    answerer = load_answerer(reference, backend, settings.max_batch)
+    return create_app(AnswerService(answerer, settings))
+
+
+def app_from_environment() -> Any:
+    """uvicorn's app factory for ``--workers N``: settings come from the parent process."""
+    from qa_finetune.serving.service import ServeSettings
+
+    raw = json.loads(os.environ[_ENV])
+    return build_app(raw.pop("reference"), raw.pop("backend"), ServeSettings(**raw))
+
+
+def serve(
+    reference: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    backend: str = "auto",
+    max_batch: int = 32,
+    max_wait_ms: float = 5.0,
+    max_context_chars: int = 100_000,
+    workers: int = 1,
+    access_log: bool = True,
+) -> None:
+    """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C."""
+    require_serve_extra()
+    import uvicorn
+
+    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.serving.service import ServeSettings, check_settings
+
+    settings = ServeSettings(
+        model_name=model_name(reference),
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        max_context_chars=max_context_chars,
+    )
+    try:
+        check_settings(settings)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
+    if workers < 1:
+        raise ServeError(f"--workers must be at least 1, got {workers}")
+    if backend not in BACKENDS:
+        raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    _check_port(host, port)
+    resolve_model_dir(reference)  # a wrong reference fails here, in one line
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "access_log": access_log,
+        "log_level": "info",
+        "lifespan": "on",
+    }
+    if workers > 1:
+        os.environ[_ENV] = json.dumps(
+            {"reference": reference, "backend": backend, **asdict(settings)}
+        )
+        uvicorn.run(
+            "qa_finetune.serving.command:app_from_environment",
+            factory=True,
+            workers=workers,
+            **options,
+        )
+        return
+    server = uvicorn.Server(uvicorn.Config(build_app(reference, backend, settings), **options))
+    # uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the
+    # default action (death by signal, exit status 143). A handler that does nothing turns
+    # that second delivery into a normal exit 0: the service stopped as it was asked to.
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if not server.started:
+        raise ServeError(f"the server did not start on {host}:{port} (see the log above)")

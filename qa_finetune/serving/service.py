@@ -1,0 +1,97 @@
+"""The answering service behind the HTTP app: one shared model, a micro-batcher, a warm-up.
+
+Each request is windowed in its caller's thread with ``QuestionAnswerer.windows``, its windows
+join other requests' in one forward pass (``QuestionAnswerer.predict_windows`` or any
+backend's forward), and it is decoded alone with ``QuestionAnswerer.decode``: the same steps
+``answer`` takes, so the service answers exactly what ``qa-finetune ask`` answers.
+No web framework here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
+
+WARM_QUESTION = "Who designed the bridge?"
+WARM_CONTEXT = "The bridge was designed by Alma Stroud and opened in 1931."
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What the service needs besides the model (the ``qa-finetune serve`` options)."""
+
+    model_name: str
+    max_batch: int = 32
+    max_wait_ms: float = 5.0
+    max_context_chars: int = 100_000
+    max_batch_items: int = 256
+    max_top_k: int = 20
+
+
+def check_settings(settings: ServeSettings) -> None:
+    """Raise ``ValueError`` naming the option when a setting is out of range."""
+    if not 1 <= settings.max_batch <= 4096:
+        raise ValueError(f"--max-batch must be 1 to 4096 windows, got {settings.max_batch}")
+    if not 0 <= settings.max_wait_ms <= 60_000:
+        raise ValueError(f"--max-wait-ms must be 0 to 60000, got {settings.max_wait_ms}")
+    if settings.max_context_chars < 1:
+        raise ValueError(
+            f"--max-context-chars must be at least 1, got {settings.max_context_chars}"
+        )
+
+
+class AnswerService:
+    """Submit (question, context) pairs; futures of ranked answers, as ``answer`` returns."""
+
+    def __init__(
+        self,
+        answerer: QuestionAnswerer,
+        settings: ServeSettings,
+        forward: Forward | None = None,
+        on_batch: BatchHook | None = None,
+    ) -> None:
+        self.answerer = answerer
+        self.settings = settings
+        # The compiled graph from the first pass on: the warm-up pays for tracing it.
+        default: Forward = lambda encoding: answerer.predict_windows(encoding, compile=True)  # noqa: E731
+        self.batcher = MicroBatcher(
+            forward or default,
+            max_batch=settings.max_batch,
+            max_wait=settings.max_wait_ms / 1000,
+            on_batch=on_batch,
+        )
+        self.ready = threading.Event()
+        self.warm_error: str | None = None
+
+    def start(self) -> None:
+        """Start the batcher and warm the model up in the background (``ready`` is set after)."""
+        self.batcher.start()
+        threading.Thread(target=self._warm, name="qa-warm-up", daemon=True).start()
+
+    def _warm(self) -> None:
+        try:
+            self.submit(WARM_QUESTION, WARM_CONTEXT).result()
+        except Exception as exc:
+            self.warm_error = f"{type(exc).__name__}: {exc}"
+            return
+        self.ready.set()
+
+    def submit(
+        self, question: str, context: str, top_k: int = 1, allow_no_answer: bool = False
+    ) -> Future:
+        """Window the pair here (bad input raises at once), then queue it for the model."""
+        windows = self.answerer.windows([question], [context])
+        decode: Callable[[Any, Any], list[dict[str, Any]]] = lambda start, end: (  # noqa: E731
+            self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)[0]
+        )
+        return self.batcher.submit(windows.encoding, windows.offsets.shape[1], decode)
+
+    def close(self) -> None:
+        """Answer everything already queued, then stop."""
+        self.batcher.close()

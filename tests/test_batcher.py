@@ -1,0 +1,147 @@
+"""Micro-batcher: shared forward passes, rows routed back, failures kept to their own job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from qa_finetune.serving.batcher import BatcherClosed, MicroBatcher
+
+POISON = 666
+
+
+def job(first_id: int, windows: int, width: int = 3) -> dict[str, list[list[int]]]:
+    """``windows`` rows whose tokens are ``first_id, first_id + 1, ...`` (one per row)."""
+    ids = [[first_id + w] * width for w in range(windows)]
+    return {"input_ids": ids, "attention_mask": [[1] * width for _ in ids]}
+
+
+class Forward:
+    """Start logits = the token ids, end logits = their negatives; fails on POISON."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def __call__(self, encoding: Mapping[str, Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        rows = encoding["input_ids"]
+        self.sizes.append(len(rows))
+        if any(POISON in row for row in rows):
+            raise RuntimeError("poisoned window")
+        width = max(len(row) for row in rows)
+        start = np.full((len(rows), width + 2), -1e4, dtype=np.float32)  # wider than any job
+        for r, row in enumerate(rows):
+            start[r, : len(row)] = row
+        return start, -start
+
+
+def rows_of(start: np.ndarray, end: np.ndarray) -> list[int]:
+    return [int(v) for v in start[:, 0]]
+
+
+def test_queued_jobs_share_one_forward_pass_and_get_their_own_rows() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=8, max_wait=10.0)
+    futures = [batcher.submit(job(100 * k, 2), 3, rows_of) for k in range(1, 5)]
+    batcher.start()  # all four are queued: one pass of 8 windows, no waiting
+    assert [f.result(timeout=10) for f in futures] == [
+        [100, 101],
+        [200, 201],
+        [300, 301],
+        [400, 401],
+    ]
+    assert forward.sizes == [8]
+    batcher.close()
+
+
+def test_logits_are_cut_back_to_the_jobs_own_width() -> None:
+    seen: list[tuple[int, ...]] = []
+
+    def shape(start: np.ndarray, end: np.ndarray) -> None:
+        seen.append(start.shape)
+
+    batcher = MicroBatcher(Forward(), max_batch=8, max_wait=0)
+    futures = [batcher.submit(job(1, 1, width=4), 4, shape), batcher.submit(job(5, 2, 2), 2, shape)]
+    batcher.start()
+    for future in futures:
+        future.result(timeout=10)
+    assert seen == [(1, 4), (2, 2)]
+    batcher.close()
+
+
+def test_a_long_job_shares_its_last_batch_and_a_job_that_does_not_fit_waits() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=4, max_wait=10.0)
+    long_job = batcher.submit(job(10, 6), 3, rows_of)  # room for 2 batches = 8 windows
+    short = batcher.submit(job(50, 2), 3, rows_of)
+    late = batcher.submit(job(70, 3), 3, rows_of)  # 6 + 2 + 3 > 8: the next pass
+    batcher.start()
+    assert long_job.result(timeout=10) == [10, 11, 12, 13, 14, 15]
+    assert short.result(timeout=10) == [50, 51]
+    batcher.close()
+    assert late.result(timeout=10) == [70, 71, 72]
+    assert forward.sizes == [8, 3]
+
+
+def test_a_failing_forward_fails_only_its_own_job() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=16, max_wait=10.0)
+    good = batcher.submit(job(1, 2), 3, rows_of)
+    bad = batcher.submit(job(POISON, 1), 3, rows_of)
+    other = batcher.submit(job(20, 1), 3, rows_of)
+    batcher.start()
+    batcher.close()
+    assert good.result(timeout=10) == [1, 2]
+    assert other.result(timeout=10) == [20]
+    with pytest.raises(RuntimeError, match="poisoned window"):
+        bad.result(timeout=10)
+    # The shared pass failed, then each job ran alone.
+    assert forward.sizes == [4, 2, 1, 1]
+
+
+def test_a_failing_decode_fails_only_its_own_job() -> None:
+    def broken(start: np.ndarray, end: np.ndarray) -> None:
+        raise ValueError("cannot decode")
+
+    batcher = MicroBatcher(Forward(), max_batch=8, max_wait=0)
+    bad = batcher.submit(job(1, 1), 3, broken)
+    good = batcher.submit(job(2, 1), 3, rows_of)
+    batcher.start()
+    batcher.close()
+    assert good.result(timeout=10) == [2]
+    with pytest.raises(ValueError, match="cannot decode"):
+        bad.result(timeout=10)
+
+
+def test_close_answers_what_was_queued_then_refuses_new_work() -> None:
+    batcher = MicroBatcher(Forward(), max_batch=1, max_wait=0)
+    futures = [batcher.submit(job(k, 1), 3, rows_of) for k in range(5)]
+    batcher.start()
+    batcher.close()
+    assert [f.result(timeout=0) for f in futures] == [[k] for k in range(5)]
+    assert batcher.depth == 0
+    with pytest.raises(BatcherClosed):
+        batcher.submit(job(1, 1), 3, rows_of)
+
+
+def test_a_cancelled_job_costs_no_forward_pass() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=8, max_wait=0)
+    cancelled = batcher.submit(job(1, 3), 3, rows_of)
+    kept = batcher.submit(job(9, 1), 3, rows_of)
+    assert cancelled.cancel()
+    batcher.start()
+    batcher.close()
+    assert kept.result(timeout=10) == [9]
+    assert forward.sizes == [1]
+
+
+@pytest.mark.parametrize(
+    ("max_batch", "max_wait", "message"),
+    [(0, 0.0, "max_batch must be at least 1, got 0"), (1, -1.0, "max_wait must not be negative")],
+)
+def test_bad_settings_are_refused(max_batch: int, max_wait: float, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MicroBatcher(Forward(), max_batch=max_batch, max_wait=max_wait)

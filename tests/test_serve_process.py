@@ -1,0 +1,105 @@
+"""`qa-finetune serve` as a real process: startup errors, answering, SIGTERM with work in flight."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_helpers import free_port, get, post, start_server, wait_ready
+from typer.testing import CliRunner
+
+from qa_finetune.cli.app import app
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+CONTEXT = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931."
+QUESTION = "Who designed the Verrin Bay Bridge?"
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits_0(tiny_model_dir: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    # A long batching wait keeps a request in flight while the signal arrives.
+    process = start_server(tiny_model_dir, port, "--max-wait-ms", "1500", "--max-batch", "64")
+    try:
+        wait_ready(base, process)
+        status, body = post(f"{base}/v1/answer", {"question": QUESTION, "context": CONTEXT})
+        assert status == 200
+        best = body["answers"][0]
+        assert CONTEXT[best["start"] : best["end"]] == best["answer"]
+
+        result: dict[str, Any] = {}
+        payload = {"question": QUESTION, "context": CONTEXT, "top_k": 2}
+        thread = threading.Thread(
+            target=lambda: result.update(r=post(f"{base}/v1/answer", payload))
+        )
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not re.search(r"^qa_queue_depth 1\.0$", get(f"{base}/metrics")[1], re.M):
+            assert time.monotonic() < deadline, "the request never reached the queue"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        thread.join(60)
+        assert result["r"][0] == 200
+        assert result["r"][1]["answers"][0]["answer"] == best["answer"]
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, output
+        assert "Finished server process" in output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # import fastapi now raises ImportError
+    result = CliRunner().invoke(app, ["serve", "some-model"])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "error: serve needs fastapi: install the serve extra with pip install 'qa-finetune[serve]'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--backend", "gpu"], "--backend must be one of auto, tf, onnx, got 'gpu'"),
+        (["--max-batch", "0"], "--max-batch must be 1 to 4096 windows, got 0"),
+        (["--max-context-chars", "0"], "--max-context-chars must be at least 1, got 0"),
+        (["--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--port", "70000"], "--port must be 1 to 65535, got 70000"),
+    ],
+)
+def test_bad_options_fail_before_the_model_loads(
+    tiny_model_dir: Path, options: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(app, ["serve", str(tiny_model_dir), *options])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {message}"
+
+
+def test_a_busy_port_fails_before_the_model_loads(tiny_model_dir: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", str(tiny_model_dir), "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"error: cannot listen on 127.0.0.1:{port} (Address already in use): "
+        "pick another --port or --host"
+    )
+
+
+def test_a_missing_model_fails_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["serve", str(tmp_path), "--port", str(free_port())])
+    assert result.exit_code == 1
+    assert result.output.strip().startswith(f"error: {tmp_path} holds no model (no config.json)")
