@@ -37,8 +37,8 @@ def test_a_last_batch_smaller_than_the_cluster_is_topped_up() -> None:
     # gets the epoch's first window again rather than an empty batch.
     order = np.arange(33)[::-1].copy()
     first, second = (shard_order(order, 32, 2, i) for i in range(2))
-    assert first.tolist() == list(range(32, 16, -1)) + [0]
-    assert second.tolist() == list(range(16, 0, -1)) + [32]
+    assert first.tolist() == [*range(32, 16, -1), 0]
+    assert second.tolist() == [*range(16, 0, -1), 32]
 
 
 def test_a_batch_that_does_not_split_is_one_clear_error() -> None:
