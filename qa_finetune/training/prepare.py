@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -163,17 +164,34 @@ def _build(config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec)
     return train, validation
 
 
-def _write_atomically(target: Path, parts: dict[str, Any], report: dict[str, Any]) -> None:
-    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache."""
-    staging = target.with_name(target.name + ".tmp")
+def _write_atomically(
+    target: Path, parts: dict[str, Any], report: dict[str, Any], replace: bool = True
+) -> None:
+    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
+
+    The sibling is this process's own, so processes preparing the same features at once (the
+    workers of a multi-worker run on one machine) do not write into each other's; without
+    ``replace``, a complete cache another process finished meanwhile is kept (it is the same
+    fingerprint, so the same features) and ours is dropped.
+    """
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     for name, dataset in parts.items():
         if dataset is not None:
             dataset.save_to_disk(str(staging / name))
     (staging / "prepare_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    if replace:
+        shutil.rmtree(target, ignore_errors=True)
+    try:
+        staging.rename(target)  # fails while target holds files
+    except OSError:
+        if not replace and (target / "prepare_report.json").is_file():
+            # Another process put a complete copy in place: it may be reading it already.
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
 
 
 def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
@@ -237,6 +255,7 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
                 "validation_examples": loaded.splits.get("validation"),
             },
             report,
+            replace=force,
         )
     # Fresh or reused, the features are read back memory-mapped from the cache.
     try:
