@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -46,3 +48,23 @@ def test_a_batch_that_does_not_split_is_one_clear_error() -> None:
         shard_order(np.arange(10), 5, 2, 0)
     with pytest.raises(QAFinetuneError, match="fewer workers"):
         shard_order(np.arange(1), 2, 2, 0)
+
+
+def test_concurrent_prepares_keep_the_first_complete_cache(tmp_path: Path) -> None:
+    # Two workers on one machine prepare the same fingerprint at once: each stages its own
+    # copy (another's staging folder is left alone) and the first complete cache is kept.
+    from datasets import Dataset
+
+    from qa_finetune.training.prepare import _write_atomically
+
+    target = tmp_path / "abc"
+    others = tmp_path / "abc.tmp-1"  # a concurrent process's staging folder
+    others.mkdir()
+    (others / "busy").write_text("x")
+    _write_atomically(target, {"train": Dataset.from_dict({"a": [1]})}, {"first": True})
+    _write_atomically(
+        target, {"train": Dataset.from_dict({"a": [2]})}, {"first": False}, replace=False
+    )
+    assert (target / "prepare_report.json").read_text(encoding="utf-8") == '{\n  "first": true\n}'
+    assert (others / "busy").read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["abc", "abc.tmp-1"]
