@@ -98,17 +98,28 @@ def _summarise(
     loaded: LoadedData, train: Any, validation: Any, spec: WindowSpec, fingerprint: str
 ) -> dict[str, Any]:
     """Counts for the prepare report, including how well labels match the gold answers."""
-    label_text = train["label_text"]
-    gold_texts = train["gold_texts"]
-    example_ids = train["example_id"]
-    labelled = [i for i, text in enumerate(label_text) if text]
-    matches = sum(
-        normalize_answer(label_text[i]) in {normalize_answer(g) for g in gold_texts[i]}
-        for i in labelled
-    )
+    import pyarrow.compute as pc
+
+    # Read in batches, never whole columns as Python lists: memory stays flat as data grows.
+    labelled = matches = 0
+    found_ids = set()
+    columns = train.select_columns(["label_text", "gold_texts", "example_id"])
+    for batch in columns.iter(batch_size=MAP_BATCH_SIZE):
+        for text, golds, example_id in zip(
+            batch["label_text"], batch["gold_texts"], batch["example_id"], strict=True
+        ):
+            if text:
+                labelled += 1
+                found_ids.add(example_id)
+                matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
     answerable = sum(1 for a in loaded.splits["train"]["answers"] if a["text"])
-    found = len({example_ids[i] for i in labelled})
-    train_lengths = np.array([len(ids) for ids in train["input_ids"]])
+    found = len(found_ids)
+    # Window lengths from Arrow's list offsets: no token ids become Python objects.
+    train_lengths = (
+        pc.list_value_length(train.data.column("input_ids"))
+        .to_numpy(zero_copy_only=False)
+        .astype(np.int64)
+    )
     n_train = len(loaded.splits["train"])
     n_val = len(loaded.splits["validation"]) if "validation" in loaded.splits else 0
     return {
@@ -124,9 +135,9 @@ def _summarise(
             "answerable_examples": answerable,
             "answers_found": found,
             "answers_lost_to_truncation": answerable - found,
-            "windows_with_answer": len(labelled),
+            "windows_with_answer": labelled,
             "label_text_matches": matches,
-            "label_match_rate": round(matches / max(len(labelled), 1), 6),
+            "label_match_rate": round(matches / max(labelled, 1), 6),
             "window_tokens": _percentiles(train_lengths),
             **{k: v for k, v in loaded.reports["train"].to_dict().items() if k != "examples_kept"},
         },
