@@ -82,6 +82,22 @@ def prepare_point(data: Path, questions: int, procs: int, work: Path) -> dict[st
             "peak_rss_mib": round(rss, 1), "windows": windows}  # fmt: skip
 
 
+def evaluate_point(data: Path, questions: int, work: Path) -> dict[str, Any]:
+    """One ``qa-finetune evaluate`` of the first ``questions`` questions (packaged MiniLM)."""
+    command = [
+        sys.executable, "-m", "qa_finetune.cli", "evaluate", "--model", MODEL,
+        "--allow-untrained-head", "--data", str(data), "--max-samples", str(questions),
+        "--output-dir", str(work / f"eval-{questions}"),
+    ]  # fmt: skip
+    seconds, rss, _ = run_measured(command)
+    return {
+        "questions": questions,
+        "seconds": round(seconds, 2),
+        "questions_per_s": round(questions / seconds, 2),
+        "peak_rss_mib": round(rss, 1),
+    }
+
+
 ASK_CHILD = """
 import json, sys, time, resource
 sys.path.insert(0, {root!r})
@@ -163,6 +179,18 @@ def plot(results: dict[str, Any], docs: Path) -> None:
         axis.set_title("ask: latency against context length")
         fig.tight_layout()
         fig.savefig(docs / "scaling-ask.png")
+    evaluate = results.get("evaluate", [])
+    if evaluate:
+        fig, axis = plt.subplots(figsize=(5, 3.2), dpi=80)
+        axis.plot(
+            [p["questions"] for p in evaluate], [p["questions_per_s"] for p in evaluate], "o-"
+        )
+        axis.set_xscale("log")
+        axis.set_xlabel("questions")
+        axis.set_ylabel("questions/s (process start included)")
+        axis.set_title("evaluate: throughput against questions")
+        fig.tight_layout()
+        fig.savefig(docs / "scaling-evaluate.png")
 
 
 def main() -> None:
@@ -171,12 +199,15 @@ def main() -> None:
     parser.add_argument("--prepare", default="1000,10000,30000,100000:1")
     parser.add_argument("--procs", default="1,2")
     parser.add_argument("--words", default="400,1600,6400,25600,100000")
+    parser.add_argument("--evaluate", default="")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scaling.json")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs")
     parser.add_argument("--before", type=Path, help="an earlier results file to draw dashed")
     args = parser.parse_args()
-    results: dict[str, Any] = {"command": " ".join(sys.argv), "prepare": [], "ask": []}
+    results: dict[str, Any] = {
+        "command": " ".join(sys.argv), "prepare": [], "ask": [], "evaluate": []
+    }  # fmt: skip
     if args.before:
         earlier = json.loads(args.before.read_text(encoding="utf-8"))
         results["prepare_before"] = earlier["prepare"]
@@ -197,6 +228,12 @@ def main() -> None:
         print(json.dumps(point), flush=True)
         results["ask"].append(point)
         args.out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    with tempfile.TemporaryDirectory() as folder:
+        for questions in [int(q) for q in args.evaluate.split(",") if q]:
+            point = evaluate_point(args.data, questions, Path(folder))
+            print(json.dumps(point), flush=True)
+            results["evaluate"].append(point)
+            args.out.write_text(json.dumps(results, indent=1), encoding="utf-8")
     plot(results, args.docs)
 
 
