@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -97,17 +98,28 @@ def _summarise(
     loaded: LoadedData, train: Any, validation: Any, spec: WindowSpec, fingerprint: str
 ) -> dict[str, Any]:
     """Counts for the prepare report, including how well labels match the gold answers."""
-    label_text = train["label_text"]
-    gold_texts = train["gold_texts"]
-    example_ids = train["example_id"]
-    labelled = [i for i, text in enumerate(label_text) if text]
-    matches = sum(
-        normalize_answer(label_text[i]) in {normalize_answer(g) for g in gold_texts[i]}
-        for i in labelled
-    )
+    import pyarrow.compute as pc
+
+    # Read in batches, never whole columns as Python lists: memory stays flat as data grows.
+    labelled = matches = 0
+    found_ids = set()
+    columns = train.select_columns(["label_text", "gold_texts", "example_id"])
+    for batch in columns.iter(batch_size=MAP_BATCH_SIZE):
+        for text, golds, example_id in zip(
+            batch["label_text"], batch["gold_texts"], batch["example_id"], strict=True
+        ):
+            if text:
+                labelled += 1
+                found_ids.add(example_id)
+                matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
     answerable = sum(1 for a in loaded.splits["train"]["answers"] if a["text"])
-    found = len({example_ids[i] for i in labelled})
-    train_lengths = np.array([len(ids) for ids in train["input_ids"]])
+    found = len(found_ids)
+    # Window lengths from Arrow's list offsets: no token ids become Python objects.
+    train_lengths = (
+        pc.list_value_length(train.data.column("input_ids"))
+        .to_numpy(zero_copy_only=False)
+        .astype(np.int64)
+    )
     n_train = len(loaded.splits["train"])
     n_val = len(loaded.splits["validation"]) if "validation" in loaded.splits else 0
     return {
@@ -123,9 +135,9 @@ def _summarise(
             "answerable_examples": answerable,
             "answers_found": found,
             "answers_lost_to_truncation": answerable - found,
-            "windows_with_answer": len(labelled),
+            "windows_with_answer": labelled,
             "label_text_matches": matches,
-            "label_match_rate": round(matches / max(len(labelled), 1), 6),
+            "label_match_rate": round(matches / max(labelled, 1), 6),
             "window_tokens": _percentiles(train_lengths),
             **{k: v for k, v in loaded.reports["train"].to_dict().items() if k != "examples_kept"},
         },
@@ -163,17 +175,34 @@ def _build(config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec)
     return train, validation
 
 
-def _write_atomically(target: Path, parts: dict[str, Any], report: dict[str, Any]) -> None:
-    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache."""
-    staging = target.with_name(target.name + ".tmp")
+def _write_atomically(
+    target: Path, parts: dict[str, Any], report: dict[str, Any], replace: bool = True
+) -> None:
+    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
+
+    The sibling is this process's own, so processes preparing the same features at once (the
+    workers of a multi-worker run on one machine) do not write into each other's; without
+    ``replace``, a complete cache another process finished meanwhile is kept (it is the same
+    fingerprint, so the same features) and ours is dropped.
+    """
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     for name, dataset in parts.items():
         if dataset is not None:
             dataset.save_to_disk(str(staging / name))
     (staging / "prepare_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    if replace:
+        shutil.rmtree(target, ignore_errors=True)
+    try:
+        staging.rename(target)  # fails while target holds files
+    except OSError:
+        if not replace and (target / "prepare_report.json").is_file():
+            # Another process put a complete copy in place: it may be reading it already.
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
 
 
 def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
@@ -237,6 +266,7 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
                 "validation_examples": loaded.splits.get("validation"),
             },
             report,
+            replace=force,
         )
     # Fresh or reused, the features are read back memory-mapped from the cache.
     try:

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from qa_finetune.core.batching import bucketed_order
+from qa_finetune.core.sharding import per_worker_batch, shard_order
 
 LABEL_COLUMNS = ["start_positions", "end_positions"]
 
@@ -42,11 +43,14 @@ def make_dataset(
     labels: bool = True,
     pad_to_multiple_of: int = 8,
     fixed_length: int | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> tf.data.Dataset:
     """A ``to_tf_dataset`` pipeline; ``seed=None`` keeps the stored order (evaluation).
 
     ``fixed_length`` pads every window to that length instead: the original recipe's loader,
-    kept for benchmarks.
+    kept for benchmarks. ``shard=(workers, index)`` keeps that worker's slice of every global
+    batch of ``batch_size`` (see ``core.sharding``), batched per worker, with tf.data's
+    auto-sharding off since the data is already sharded.
     """
     import copy
 
@@ -58,7 +62,11 @@ def make_dataset(
     tokenizer.padding_side = "right"
     if seed is not None:
         order = bucketed_order(window_lengths(features), batch_size, seed, bucketing)
+        if shard is not None:
+            order = shard_order(order, batch_size, *shard)
         features = features.select(order)
+    if shard is not None:
+        batch_size = per_worker_batch(batch_size, shard[0])
     collator = DataCollatorWithPadding(
         tokenizer,
         padding="max_length" if fixed_length else "longest",
@@ -67,10 +75,15 @@ def make_dataset(
         return_tensors="np",
     )
     columns = input_columns(features) + (LABEL_COLUMNS if labels else [])
-    return features.to_tf_dataset(
+    dataset = features.to_tf_dataset(
         batch_size=batch_size,
         columns=columns,
         shuffle=False,  # the order above is already seeded and bucketed
         collate_fn=collator,
         drop_remainder=False,
     )
+    if shard is not None:
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        dataset = dataset.with_options(options)
+    return dataset

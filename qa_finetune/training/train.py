@@ -10,6 +10,8 @@ import csv
 import json
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,6 +61,44 @@ class Schedule:
         if config.train.max_steps:
             total = min(total, config.train.max_steps)
         return cls(steps_per_epoch, total, int(total * config.train.warmup_ratio))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """This process's place among the workers of a multi-worker run (one worker otherwise)."""
+
+    workers: int = 1
+    index: int = 0
+    chief: bool = True
+
+    @property
+    def shard(self) -> tuple[int, int] | None:
+        return (self.workers, self.index) if self.workers > 1 else None
+
+
+def _cluster(strategy: Any) -> Cluster:
+    """Workers, this worker's index and whether it is the chief, from the strategy's TF_CONFIG."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return Cluster()
+    resolver = strategy.cluster_resolver
+    spec = resolver.cluster_spec().as_dict()
+    chiefs = len(spec.get("chief", []))
+    workers = chiefs + len(spec.get("worker", []))
+    index = resolver.task_id + (chiefs if resolver.task_type == "worker" else 0)
+    if workers > 1 and strategy.num_replicas_in_sync != workers:
+        raise QAFinetuneError(
+            f"multi-worker training shards the data per worker and needs one device per worker; "
+            f"this cluster has {strategy.num_replicas_in_sync} replicas on {workers} workers: "
+            "give each worker one device (CUDA_VISIBLE_DEVICES) or use train.strategy=mirrored"
+        )
+    return Cluster(workers, index, bool(strategy.extended.should_checkpoint))
+
+
+def _worker_claim(resume: bool) -> rundir.RunClaim:
+    """A non-chief worker's scratch folder: it runs every collective the chief runs (checkpoint
+    saves included) but keeps nothing; the folder is deleted when the run ends."""
+    scratch = Path(tempfile.mkdtemp(prefix="qa-finetune-worker-"))
+    return rundir.RunClaim(scratch, created=not resume, backup=None)
 
 
 def _device() -> str:
@@ -195,9 +235,15 @@ def train(
     with ``overwrite`` is kept aside until the new run has a checkpoint or a model.
     """
     run_dir = rundir.run_directory(config)
+    # Collective ops are configured once, before anything else starts TensorFlow's runtime.
+    strategy = (
+        make_strategy(config.train.strategy) if config.train.strategy == "multi_worker" else None
+    )
+    cluster = _cluster(strategy)
     # A model that cannot be trained fails before a run directory or features are made.
     check_model(config)
-    rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
+    if cluster.chief:
+        rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
         from qa_finetune.config import load_config
@@ -215,17 +261,28 @@ def train(
         # Same seed, data and config on CPU give the same metrics.
         tf.config.experimental.enable_op_determinism()
     precision = configure_precision(config.train.mixed_precision)
-    strategy = make_strategy(config.train.strategy)
+    if strategy is None:
+        strategy = make_strategy(config.train.strategy)
     schedule = Schedule.of(config, len(prepared.train))
     with strategy.scope():
         model, _ = _build_model(config, prepared, schedule)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    if cluster.shard:
+        # Every replica's loss metric already holds the cluster-wide mean; Keras' default
+        # sums it over replicas in the per-batch logs (2x with two workers).
+        model.distribute_reduction_method = "first"
 
-    claim = rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    if cluster.chief:
+        claim = rundir.claim_run_directory(run_dir, resume=resume, overwrite=overwrite)
+    else:
+        claim = _worker_claim(resume)
     try:
-        _run(config, claim, prepared, schedule, strategy, precision, model, checkpoint)
+        _run(config, claim, prepared, schedule, strategy, precision, model, checkpoint, cluster)
     finally:
-        claim.release()
+        if cluster.chief:
+            claim.release()
+        else:
+            shutil.rmtree(claim.run_dir, ignore_errors=True)
     return run_dir
 
 
@@ -238,8 +295,13 @@ def _run(
     precision: str,
     model: Any,
     checkpoint: Any,
+    cluster: Cluster,
 ) -> None:
-    """Train in the claimed run directory: restore, fit, validate, checkpoint, finish."""
+    """Train in the claimed run directory: restore, fit, validate, checkpoint, finish.
+
+    A non-chief worker's claim is a scratch folder; it resumes from the chief's checkpoint
+    (the run directory must be readable there: a shared filesystem, or a copy).
+    """
     run_dir = claim.run_dir
     tokenizer = prepared.tokenizer
     optimizer = model.optimizer
@@ -251,7 +313,11 @@ def _run(
     state = TrainState()
     carried: tuple[int, float, int] | None = None  # (epoch, loss sum, batches) before resuming
     if not claim.created:
-        state, restored_step = _restore(manager, checkpoint, run_dir)
+        source = run_dir if cluster.chief else rundir.run_directory(config)
+        reader = tf.train.CheckpointManager(
+            checkpoint, str(source / rundir.CHECKPOINT_DIR), max_to_keep=1
+        )
+        state, restored_step = _restore(reader, checkpoint, source)
         print(f"resuming from step {restored_step} of {schedule.total_steps}", flush=True)
         if restored_step % schedule.steps_per_epoch:
             epoch = restored_step // schedule.steps_per_epoch
@@ -336,7 +402,7 @@ def _run(
             state.best_f1 = f1
             state.best_metrics = row
             state.evals_without_improvement = 0
-            if config.train.keep_model == "best":
+            if config.train.keep_model == "best" and cluster.chief:
                 rundir.save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
         else:
             state.evals_without_improvement += 1
@@ -363,7 +429,17 @@ def _run(
 
     start_step = step()
     try:
-        _fit(model, prepared, tokenizer, config, schedule, start_step, callbacks, interactive)
+        _fit(
+            model,
+            prepared,
+            tokenizer,
+            config,
+            schedule,
+            start_step,
+            callbacks,
+            interactive,
+            strategy if cluster.shard else None,
+        )
     except tf.errors.ResourceExhaustedError as exc:
         raise QAFinetuneError(
             f"out of memory at batch size {config.train.batch_size}: "
@@ -380,6 +456,8 @@ def _run(
     if final_state.is_file():
         # The last checkpoint is the final step: it keeps the whole training time.
         rundir.write_json(final_state, state.__dict__)
+    if not cluster.chief:
+        return
     _finish(run_dir, config, prepared, state, schedule, step(), model, tokenizer)
 
 
@@ -392,9 +470,14 @@ def _fit(
     start_step: int,
     callbacks: list[Any],
     interactive: bool,
+    sharded_over: Any = None,
 ) -> None:
     """Fit one epoch at a time: each epoch gets its own seeded, bucketed order, so a resumed
-    run skips exactly the batches it had already trained on."""
+    run skips exactly the batches it had already trained on.
+
+    ``sharded_over`` (a multi-worker strategy) feeds each worker its own slice of every global
+    batch: one input pipeline per worker, batches of the per-worker size.
+    """
     first_epoch = start_step // schedule.steps_per_epoch
     epochs = math.ceil(schedule.total_steps / schedule.steps_per_epoch)
     for epoch in range(first_epoch, epochs):
@@ -405,14 +488,26 @@ def _fit(
         remaining = epoch_steps - done_in_epoch
         if remaining <= 0:
             continue
-        dataset = make_dataset(
-            prepared.train,
-            tokenizer,
-            config.train.batch_size,
-            seed=config.train.seed + epoch,
-            bucketing=config.train.length_bucketing,
-            pad_to_multiple_of=pad_multiple(config.train.jit_compile),
-        ).skip(done_in_epoch)
+
+        def epoch_data(
+            shard: tuple[int, int] | None, epoch: int = epoch, skip: int = done_in_epoch
+        ) -> Any:
+            return make_dataset(
+                prepared.train,
+                tokenizer,
+                config.train.batch_size,
+                seed=config.train.seed + epoch,
+                bucketing=config.train.length_bucketing,
+                pad_to_multiple_of=pad_multiple(config.train.jit_compile),
+                shard=shard,
+            ).skip(skip)
+
+        if sharded_over is None:
+            dataset = epoch_data(None)
+        else:
+            dataset = sharded_over.distribute_datasets_from_function(
+                lambda context: epoch_data((context.num_input_pipelines, context.input_pipeline_id))
+            )
         model.fit(
             dataset,
             epochs=epoch + 1,
