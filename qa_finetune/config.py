@@ -79,6 +79,13 @@ class DataConfig:
             "data.validation_fraction",
             f"must be in [0, 1), got {self.validation_fraction}",
         )
+        # Both would be ambiguous: the Hub dataset used to win silently over the files.
+        _check(
+            not (self.dataset and (self.train_file or self.validation_file)),
+            "data.dataset",
+            "and data.train_file/validation_file are both set: keep one (a file given with "
+            "--train-file replaces the config's dataset)",
+        )
 
 
 @dataclass(frozen=True)
@@ -355,6 +362,10 @@ def requested_values(
         given = {k: v for k, v in values.items() if v is not None}
         if given:
             _merge(merged, {section: given})
+    data_flags = (flags or {}).get("data", {})
+    if data_flags.get("train_file") and not data_flags.get("dataset"):
+        # A file named on the command line replaces a Hub dataset set by the file or --set.
+        merged.setdefault("data", {})["dataset"] = None
     return merged
 
 

@@ -126,3 +126,13 @@ def test_exponent_floats_are_accepted(tmp_path: Path, text: str) -> None:
 def test_text_is_still_not_a_float() -> None:
     with pytest.raises(ConfigError, match=r"train\.learning_rate': expected float"):
         resolve_config(None, None, ["train.learning_rate=fast"])
+
+
+def test_dataset_and_files_together_is_an_error_naming_both() -> None:
+    with pytest.raises(ConfigError, match=r"data\.dataset.*data\.train_file"):
+        Config.from_dict({"data": {"dataset": "squad", "train_file": "train.json"}})
+    # A file on the command line replaces the config's dataset instead.
+    config = resolve_config(
+        Path("configs/squad-distilroberta.yaml"), {"data": {"train_file": "train.json"}}
+    )
+    assert config.data.dataset is None and config.data.train_file == "train.json"

@@ -91,17 +91,9 @@ def friendly_errors(command: F) -> F:
 def _resolve(
     config_path: Path | None, assignments: list[str] | None, **flags: dict[str, Any]
 ) -> Any:
-    import dataclasses
-
     from qa_finetune.config import resolve_config
 
-    config = resolve_config(config_path, flags, assignments)
-    data = flags.get("data", {})
-    if data.get("train_file") and not data.get("dataset") and config.data.dataset:
-        # A file named on the command line replaces the config's Hub dataset, which would
-        # otherwise win and be downloaded instead.
-        config = dataclasses.replace(config, data=dataclasses.replace(config.data, dataset=None))
-    return config
+    return resolve_config(config_path, flags, assignments)
 
 
 @app.command()
