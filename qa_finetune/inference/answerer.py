@@ -305,12 +305,13 @@ class QuestionAnswerer:
         model_dir = resolve_model_dir(reference)
         chosen = choose_backend(model_dir, backend, quantized)
         trained = run_config(model_dir)
-        exported = {} if trained else qa_config(model_dir)
+        # An export's own settings; a run's config.yaml wins over them below.
+        exported = qa_config(model_dir)
         if chosen == "onnx":
             from qa_finetune.modeling.export_tokenizer import ExportTokenizer
 
             # Without transformers: its import is most of a cold start.
-            tokenizer = ExportTokenizer.load(model_dir, exported or qa_config(model_dir))
+            tokenizer = ExportTokenizer.load(model_dir, exported)
         else:
             tokenizer = load_tokenizer(model_dir)
         if max_length is None:
