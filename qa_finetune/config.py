@@ -115,6 +115,8 @@ class TrainConfig:
     epochs: float = 1.0  # fractional epochs cut the last one short
     batch_size: int = 32  # global batch, split across replicas
     learning_rate: float = 3e-5
+    # linear: warm-up then linear decay to zero at the end of training; constant: a flat rate.
+    lr_schedule: str = "linear"
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     max_grad_norm: float | None = 1.0
@@ -125,6 +127,8 @@ class TrainConfig:
     strategy: str = "auto"
     # Windows of similar length are batched together so that padding stays small.
     length_bucketing: bool = True
+    # Pad every window to preprocess.max_length (the original recipe's loader; costs more).
+    pad_to_max_length: bool = False
     eval_every_steps: int | None = None
     # Optimizer steps between checkpoints (also saved at every epoch end); null = epochs only.
     checkpoint_every_steps: int | None = 500
@@ -133,6 +137,9 @@ class TrainConfig:
     # for when the validation set only monitors a run and is not the target domain.
     keep_model: str = "best"
     max_steps: int | None = None
+    # A training-time budget: training stops when its clock reaches it (validations included),
+    # and the learning-rate schedule ends there too. Epochs or max_steps still cap it.
+    max_minutes: float | None = None
     run_name: str | None = None
     output_dir: str = "outputs"
     tensorboard: bool = True
@@ -167,6 +174,22 @@ class TrainConfig:
             self.strategy in {"auto", "default", "mirrored", "multi_worker", "tpu"},
             "train.strategy",
             f"must be auto, default, mirrored, multi_worker or tpu, got {self.strategy!r}",
+        )
+        _check(
+            self.lr_schedule in {"linear", "constant"},
+            "train.lr_schedule",
+            f"must be linear or constant, got {self.lr_schedule!r}",
+        )
+        _check(
+            self.max_minutes is None or self.max_minutes > 0,
+            "train.max_minutes",
+            f"must be > 0 or null, got {self.max_minutes}",
+        )
+        _check(
+            not (self.max_minutes and self.strategy == "multi_worker"),
+            "train.max_minutes",
+            "cannot be used with train.strategy=multi_worker (each worker's clock would stop "
+            "it at a different step): set train.max_steps instead",
         )
         _check(
             self.keep_model in {"best", "last"},

@@ -68,7 +68,7 @@ def test_run_directory_describes_itself(finished_run: Path) -> None:
     assert metrics["steps"] == 2 * math.ceil(metrics["train_windows"] / 8)  # 2 epochs
     assert 0 <= metrics["f1"] <= 100 and metrics["eval_loss"] > 0
     history = (finished_run / "history.csv").read_text().splitlines()
-    assert history[0] == "epoch,step,loss,eval_loss,exact_match,f1" and len(history) == 3
+    assert history[0] == "epoch,step,minutes,loss,eval_loss,exact_match,f1" and len(history) == 3
     env = json.loads((finished_run / "env.json").read_text())
     assert env["seed"] == 42 and env["packages"]["tensorflow"]
     resolved = Config.from_dict(

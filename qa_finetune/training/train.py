@@ -28,7 +28,13 @@ from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_m
 from qa_finetune.runs import directory as rundir
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.training.prepare import PreparedData, check_model, prepare
-from qa_finetune.training.tf_data import make_dataset, pad_multiple
+from qa_finetune.training.schedule import (
+    ProgressSchedule,
+    Schedule,
+    TrainingClock,
+    build_optimizer,
+)
+from qa_finetune.training.tf_data import make_dataset, pad_multiple, window_lengths
 
 STATE_FILE = "state-{number}.json"
 
@@ -46,21 +52,6 @@ class TrainState:
     # mid-epoch reports the loss of the whole epoch, not only of the batches after resuming.
     epoch_loss_sum: float = 0.0
     epoch_loss_batches: int = 0
-
-
-@dataclass
-class Schedule:
-    steps_per_epoch: int
-    total_steps: int
-    warmup_steps: int
-
-    @classmethod
-    def of(cls, config: Config, windows: int) -> Schedule:
-        steps_per_epoch = max(1, math.ceil(windows / config.train.batch_size))
-        total = math.ceil(config.train.epochs * steps_per_epoch)
-        if config.train.max_steps:
-            total = min(total, config.train.max_steps)
-        return cls(steps_per_epoch, total, int(total * config.train.warmup_ratio))
 
 
 @dataclass(frozen=True)
@@ -105,25 +96,17 @@ def _device() -> str:
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         return f"{len(gpus)} GPU ({', '.join(g.name for g in gpus)})"
-    return f"CPU ({os.cpu_count()} cores)"
+    return f"CPU ({len(os.sched_getaffinity(0))} cores)"
 
 
-def _build_model(config: Config, prepared: PreparedData, schedule: Schedule) -> tuple[Any, Any]:
-    from transformers import create_optimizer
-
+def _build_model(
+    config: Config, prepared: PreparedData, schedule: Schedule
+) -> tuple[Any, ProgressSchedule]:
     model = load_qa_model(prepared.model_dir)
-    optimizer, _ = create_optimizer(
-        init_lr=config.train.learning_rate,
-        num_train_steps=schedule.total_steps,
-        num_warmup_steps=schedule.warmup_steps,
-        weight_decay_rate=config.train.weight_decay,
-        adam_global_clipnorm=config.train.max_grad_norm,
-        # LayerNorm and biases are not decayed, as in BERT's recipe.
-        include_in_weight_decay=None,
-    )
+    optimizer, rate = build_optimizer(config, schedule)
     # No loss argument: the transformers model computes the QA loss from the label columns.
     model.compile(optimizer=optimizer, jit_compile=config.train.jit_compile)
-    return model, optimizer
+    return model, rate
 
 
 def _print_summary(
@@ -151,7 +134,7 @@ def _print_summary(
 
 
 def _write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
-    columns = ["epoch", "step", "loss", "eval_loss", "exact_match", "f1"]
+    columns = ["epoch", "step", "minutes", "loss", "eval_loss", "exact_match", "f1"]
     temporary = run_dir / "history.csv.tmp"
     with temporary.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
@@ -265,7 +248,7 @@ def train(
         strategy = make_strategy(config.train.strategy)
     schedule = Schedule.of(config, len(prepared.train))
     with strategy.scope():
-        model, _ = _build_model(config, prepared, schedule)
+        model, rate = _build_model(config, prepared, schedule)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
     if cluster.shard:
         # Every replica's loss metric already holds the cluster-wide mean; Keras' default
@@ -277,7 +260,9 @@ def train(
     else:
         claim = _worker_claim(resume)
     try:
-        _run(config, claim, prepared, schedule, strategy, precision, model, checkpoint, cluster)
+        _run(
+            config, claim, prepared, schedule, strategy, precision, model, rate, checkpoint, cluster
+        )
     finally:
         if cluster.chief:
             claim.release()
@@ -294,6 +279,7 @@ def _run(
     strategy: Any,
     precision: str,
     model: Any,
+    rate: ProgressSchedule,
     checkpoint: Any,
     cluster: Cluster,
 ) -> None:
@@ -376,6 +362,8 @@ def _run(
         row: dict[str, Any] = {
             "epoch": round(at_step / schedule.steps_per_epoch, 4),
             "step": at_step,
+            # Training minutes so far (validations included): the x axis of time-budget curves.
+            "minutes": round((earlier_seconds + time.time() - started) / 60, 3),
             "loss": loss,
         }
         if prepared.validation is not None and prepared.validation_examples is not None:
@@ -410,6 +398,12 @@ def _run(
         return bool(patience and state.evals_without_improvement >= patience)
 
     nan_guard = NanGuard(step)
+    budget = config.train.max_minutes
+    clock = TrainingClock(
+        rate,
+        lambda: earlier_seconds + time.time() - started,
+        budget * 60 if budget else None,
+    )
     hooks = StepHooks(
         step,
         save=save,
@@ -418,7 +412,7 @@ def _run(
         evaluate_every=config.train.eval_every_steps,
         steps_per_epoch=schedule.steps_per_epoch,
     )
-    callbacks: list[Any] = [nan_guard, hooks]
+    callbacks: list[Any] = [clock, nan_guard, hooks]
     interactive = os.isatty(1)
     if not interactive:
         callbacks.append(ProgressLog(step, schedule.total_steps))
@@ -451,6 +445,13 @@ def _run(
             f"(now {config.train.learning_rate:g}) or set train.mixed_precision=off; "
             f"--resume restarts from the last good checkpoint"
         )
+    if clock.budget_reached and nan_guard.bad_step is None:
+        # Stopped mid-epoch by the clock: the final weights get their validation and checkpoint.
+        at_step = step()
+        print(f"\ntraining time budget of {budget:g} min reached at step {at_step}", flush=True)
+        if not state.history or state.history[-1]["step"] != at_step:
+            validate(at_step, hooks.last_loss if hooks.last_loss is not None else float("nan"))
+        save(at_step)
     state.train_seconds = earlier_seconds + time.time() - started
     final_state = run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=step())
     if final_state.is_file():
@@ -498,6 +499,9 @@ def _fit(
                 config.train.batch_size,
                 seed=config.train.seed + epoch,
                 bucketing=config.train.length_bucketing,
+                fixed_length=(
+                    config.preprocess.max_length if config.train.pad_to_max_length else None
+                ),
                 pad_to_multiple_of=pad_multiple(config.train.jit_compile),
                 shard=shard,
             ).skip(skip)
@@ -552,6 +556,8 @@ def _finish(
         "train_examples": prepared.report["train"]["examples"],
         "eval_examples": prepared.report["validation"]["examples"],
         "train_windows": len(prepared.train),
+        # Real (non-padding) tokens per training window, for tokens/s from steps x batch.
+        "mean_window_tokens": round(float(window_lengths(prepared.train).mean()), 1),
         "steps": final_step,
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
