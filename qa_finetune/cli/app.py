@@ -262,11 +262,19 @@ def ask(
         typer.Option("--model", "-m", help="Run dir, model dir or Hub id (default: latest run)."),
     ] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Number of answers.")] = 1,
-    max_answer_length: Annotated[int, typer.Option(min=1, help="Longest answer, tokens.")] = 30,
+    max_answer_length: Annotated[
+        int | None,
+        typer.Option(min=1, help="Longest answer, tokens (default: the run's setting, else 30)."),
+    ] = None,
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
     allow_no_answer: Annotated[
-        bool, typer.Option("--allow-no-answer", help="Return '' when the null score wins (v2).")
+        bool,
+        typer.Option(
+            "--allow-no-answer",
+            help="Return '' when the question looks unanswerable (SQuAD v2), by the same rule "
+            "and inference.null_score_diff_threshold as evaluate.",
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     batch: Annotated[
@@ -374,7 +382,12 @@ def evaluate(
     max_samples: Annotated[
         int | None, typer.Option(min=1, help="Score the first N questions.")
     ] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 64,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Windows per forward pass (default: the run's inference.batch_size)."
+        ),
+    ] = None,
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
     allow_untrained_head: AllowUntrainedOption = False,

@@ -22,6 +22,8 @@ from itertools import chain
 
 import numpy as np
 
+from qa_finetune.core.no_answer import abstains
+
 # Windows per block of the candidate search: bounds the [block, n_best, n_best] temporaries and
 # lets each block drop the padding columns that all its windows share.
 _BLOCK = 512
@@ -171,7 +173,7 @@ def postprocess_predictions(
         # No valid span: the difference is +inf (infinitely more likely unanswerable).
         diff = np.where(found, null - best, np.inf)
         if version_2_with_negative:
-            abstain |= diff > null_score_diff_threshold
+            abstain |= abstains(diff, null_score_diff_threshold)
 
     out = Predictions()
     bounds_l, abstain_l, diff_l = bounds.tolist(), abstain.tolist(), diff.tolist()

@@ -68,16 +68,49 @@ def window_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
     return WindowSpec(max_length, stride, question_first=tokenizer.padding_side == "right")
 
 
-def check_question_room(question_lengths: Sequence[int], specials: int, spec: WindowSpec) -> None:
-    """Fail clearly when a question leaves no room for more than ``stride`` context tokens."""
+def question_room_fix(
+    length: int, specials: int, spec: WindowSpec, model_max: int | None = None
+) -> str | None:
+    """None when a question of ``length`` tokens leaves room for more than ``stride`` context
+    tokens per window (the rule for every window); otherwise the problem and its fix."""
+    needed = length + specials + spec.stride + 1
+    if needed <= spec.max_length:
+        return None
+    limit = model_max or _NO_LIMIT
+    room = limit - length - specials
+    if needed <= limit:
+        fix = f"raise --max-length to at least {needed} or lower --stride"
+    elif room > 1:
+        fix = f"lower --stride below {room} with --max-length {limit}, or shorten it"
+    else:
+        fix = f"shorten it (this model takes at most {limit} tokens per window)"
+    return (
+        f"the question is {length} tokens, too long for windows of {spec.max_length} tokens "
+        f"with stride {spec.stride}: {fix}"
+    )
+
+
+def check_question_room(
+    question_lengths: Sequence[int],
+    specials: int,
+    spec: WindowSpec,
+    model_max: int | None = None,
+    labels: Sequence[str] | None = None,
+) -> None:
+    """Raise ``PreprocessError`` for the first question that breaks :func:`question_room_fix`,
+    its message prefixed by its label (default: its number when there are several)."""
     longest = max(question_lengths, default=0)
-    room = spec.max_length - longest - specials
-    if room <= spec.stride:
-        needed = longest + specials + spec.stride + 1
-        raise PreprocessError(
-            f"a question of {longest} tokens leaves {room} context tokens per window, not more "
-            f"than stride {spec.stride}: raise --max-length to at least {needed} or lower --stride"
-        )
+    if question_room_fix(longest, specials, spec, model_max) is None:
+        return  # the common case costs one max()
+    for index, length in enumerate(question_lengths):
+        problem = question_room_fix(length, specials, spec, model_max)
+        if problem is None:
+            continue
+        if labels is not None:
+            where = labels[index]
+        else:
+            where = f"question {index + 1}: " if len(question_lengths) > 1 else ""
+        raise PreprocessError(where + problem)
 
 
 @dataclass(frozen=True)
@@ -235,7 +268,14 @@ def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) 
     distinct = {c: i for i, c in enumerate(dict.fromkeys(batch["context"]))}
     question_encodings = encoder.raw.encode_batch(questions, add_special_tokens=False)
     context_encodings = encoder.raw.encode_batch(list(distinct), add_special_tokens=False)
-    check_question_room([len(e.ids) for e in question_encodings], encoder.specials, spec)
+    ids = batch.get("id")
+    check_question_room(
+        [len(e.ids) for e in question_encodings],
+        encoder.specials,
+        spec,
+        model_max_length(tokenizer),
+        labels=[f"question {i}: " for i in ids] if ids and len(ids) > 1 else None,
+    )
     windows: list[Any] = []
     owners: list[int] = []
     for example, (question, context) in enumerate(

@@ -7,6 +7,7 @@ longest window: short windows do not pay for long ones.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -18,11 +19,14 @@ from typing import IO, Any
 
 import numpy as np
 
-from qa_finetune.config import Config, load_config
+from qa_finetune.config import Config, InferenceConfig, load_config
+from qa_finetune.core.no_answer import rank_answers
 from qa_finetune.core.spans import null_score, postprocess_predictions
 from qa_finetune.core.windows import (
+    PreprocessError,
     Windows,
     WindowSpec,
+    check_question_room,
     make_windows,
     model_max_length,
     window_spec,
@@ -255,12 +259,6 @@ def _pairs(items: Iterable[Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _softmax(scores: Sequence[float]) -> np.ndarray:
-    values = np.asarray(scores, dtype=np.float64)
-    weights = np.exp(values - values.max())
-    return weights / weights.sum()
-
-
 @dataclass
 class QuestionAnswerer:
     """A loaded model and tokenizer with fixed window and answer settings."""
@@ -270,8 +268,10 @@ class QuestionAnswerer:
     spec: WindowSpec
     max_answer_length: int = 30
     n_best: int = 20
-    batch_size: int = 32
+    batch_size: int = 64
     backend: str = "tf"  # what computes the logits: "tf" (a Keras model) or "onnx"
+    # SQuAD v2: "" wins when the null score beats the best span by more than this.
+    null_threshold: float = 0.0
 
     @classmethod
     def load(
@@ -279,18 +279,21 @@ class QuestionAnswerer:
         reference: str,
         max_length: int | None = None,
         stride: int | None = None,
-        max_answer_length: int = 30,
-        n_best: int = 20,
-        batch_size: int = 32,
+        max_answer_length: int | None = None,
+        n_best: int | None = None,
+        batch_size: int | None = None,
         warn_untrained_head: bool = True,
         backend: str = "auto",
         quantized: bool = False,
+        null_threshold: float | None = None,
     ) -> QuestionAnswerer:
         """Load once from a run dir, model dir, export folder, installed package or Hub id.
 
-        A run directory's ``config.yaml`` (or an export's ``qa_config.json``) supplies the
-        window settings it was trained with. ``backend="auto"`` runs ``model.onnx`` with ONNX
-        Runtime when the folder has one, without importing TensorFlow; ``quantized`` picks
+        A run directory's ``config.yaml`` (or an export's ``qa_config.json``) supplies every
+        setting left as None: the windows it was trained with and its ``inference`` section
+        (n-best size, longest answer, batch size, no-answer threshold); explicit arguments win.
+        ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one,
+        without importing TensorFlow; ``quantized`` picks
         ``model.int8.onnx`` instead. A TensorFlow model whose checkpoint has no QA head (a
         base encoder) gets a warning on stderr unless ``warn_untrained_head`` is False.
         """
@@ -328,23 +331,39 @@ class QuestionAnswerer:
             # Half a window at most, so a smaller --max-length alone still works.
             stride = min(trained_stride, max_length // 2)
         spec = make_spec(tokenizer, max_length, stride)
-        for name, value in (
-            ("max_answer_length", max_answer_length),
-            ("n_best", n_best),
-            ("batch_size", batch_size),
-        ):
-            if value < 1:
-                raise InferenceError(f"{name} must be at least 1, got {value}")
+        settings = inference_settings(
+            trained,
+            exported,
+            n_best=n_best,
+            max_answer_length=max_answer_length,
+            batch_size=batch_size,
+            null_score_diff_threshold=null_threshold,
+        )
+        decoding = {
+            "max_answer_length": settings.max_answer_length,
+            "n_best": settings.n_best,
+            "batch_size": settings.batch_size,
+            "null_threshold": settings.null_score_diff_threshold,
+        }
         if chosen == "onnx":
             predictor = OnnxPredictor.load(onnx_file(model_dir, quantized))
-            return cls(predictor, tokenizer, spec, max_answer_length, n_best, batch_size, "onnx")
+            return cls(predictor, tokenizer, spec, backend="onnx", **decoding)
         from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
         warning = untrained_head_warning(model_dir) if warn_untrained_head else None
         if warning:
             print(warning, file=sys.stderr, flush=True)
         model = load_qa_model(model_dir)
-        return cls(model, tokenizer, spec, max_answer_length, n_best, batch_size)
+        return cls(model, tokenizer, spec, **decoding)
+
+    def inference_config(self) -> InferenceConfig:
+        """This answerer's decoding settings as the config section ``evaluate`` takes."""
+        return InferenceConfig(
+            n_best=self.n_best,
+            max_answer_length=self.max_answer_length,
+            null_score_diff_threshold=self.null_threshold,
+            batch_size=self.batch_size,
+        )
 
     def answer(
         self,
@@ -356,8 +375,8 @@ class QuestionAnswerer:
         """The ``top_k`` best answers: ``{answer, score, start, end}``, best first.
 
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
-        candidates (and the "no answer" candidate with ``handle_impossible_answer``, which is
-        returned as ``""`` at 0-0 when the null score beats every span).
+        candidates (and the "no answer" candidate with ``handle_impossible_answer``, returned
+        as ``""`` at 0-0 and ranked first exactly when ``evaluate`` would answer "").
         """
         return self.answer_batch([(question, context)], top_k, handle_impossible_answer)[0]
 
@@ -379,14 +398,17 @@ class QuestionAnswerer:
         return self.decode(windows, contexts, start, end, top_k, handle_impossible_answer)
 
     def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
-        """Step 1: the strided windows of checked (question, context) pairs."""
-        self.check_questions(questions)
-        ids = [str(i) for i in range(len(questions))]
-        return make_windows(
-            {"id": ids, "question": list(questions), "context": list(contexts)},
-            self.tokenizer,
-            self.spec,
-        )
+        """Step 1: the strided windows of checked (question, context) pairs; a question too
+        long for the windows is an ``InferenceError`` naming its number (from 1)."""
+        ids = [str(i) for i in range(1, len(questions) + 1)]
+        try:
+            return make_windows(
+                {"id": ids, "question": list(questions), "context": list(contexts)},
+                self.tokenizer,
+                self.spec,
+            )
+        except PreprocessError as exc:
+            raise InferenceError(str(exc)) from None
 
     def predict_windows(
         self, encoding: Mapping[str, Any], compile: bool | None = None
@@ -433,55 +455,47 @@ class QuestionAnswerer:
                 {"answer": c["text"], "score": c["score"], "start": c["start"], "end": c["end"]}
                 for c in predictions.nbest[example_id]
             ]
+            null = None
             if handle_impossible_answer:
                 rows = windows.sample_map == i
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
-                candidates.append({"answer": "", "score": null, "start": 0, "end": 0})
-            results.append(_ranked(candidates, top_k))
+            results.append(rank_answers(candidates, top_k, null, self.null_threshold))
         return results
 
     def check_questions(
         self, questions: Sequence[str], labels: Sequence[str] | None = None
     ) -> None:
-        """Fail clearly when a question leaves no room for context in a window.
-
-        ``labels`` prefix the message of each question (default: its number among several).
-        """
-        spec, tokenizer = self.spec, self.tokenizer
-        specials = tokenizer.num_special_tokens_to_add(pair=True)
+        """Fail clearly when a question leaves no room for context in a window (the windows'
+        own rule); ``labels`` prefix the message of each question (default: its number)."""
+        tokenizer = self.tokenizer
         stripped = [q.strip() for q in questions]
         lengths = [len(ids) for ids in tokenizer(stripped, add_special_tokens=False)["input_ids"]]
-        model_max = getattr(tokenizer, "model_max_length", None) or _NO_LIMIT
-        for index, length in enumerate(lengths):
-            # The preprocess rule: more than ``stride`` context tokens must fit beside it.
-            needed = length + specials + spec.stride + 1
-            if needed <= spec.max_length:
-                continue
-            if labels is not None:
-                where = labels[index]
-            else:
-                where = f"question {index + 1}: " if len(questions) > 1 else ""
-            room = min(model_max, _NO_LIMIT) - length - specials
-            if needed <= model_max:
-                fix = f"raise --max-length to at least {needed} or lower --stride"
-            elif room > 1:
-                fix = f"lower --stride below {room} with --max-length {model_max}, or shorten it"
-            else:
-                fix = f"shorten it (this model takes at most {model_max} tokens per window)"
-            raise InferenceError(
-                f"{where}the question is {length} tokens, too long for windows of "
-                f"{spec.max_length} tokens with stride {spec.stride}: {fix}"
+        try:
+            check_question_room(
+                lengths,
+                tokenizer.num_special_tokens_to_add(pair=True),
+                self.spec,
+                model_max_length(tokenizer),
+                labels,
             )
+        except QAFinetuneError as exc:
+            raise InferenceError(str(exc)) from None
 
 
-def _ranked(candidates: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
-    """Best first, scores turned into probabilities; an empty list becomes one "" answer."""
-    if not candidates:
-        return [{"answer": "", "score": 0.0, "start": 0, "end": 0}]
-    probabilities = _softmax([c["score"] for c in candidates])
-    # Stable sort: equal scores keep postprocess's order (leftmost, shortest first).
-    order = sorted(range(len(candidates)), key=lambda i: -candidates[i]["score"])
-    return [{**candidates[i], "score": float(probabilities[i])} for i in order[:top_k]]
+def inference_settings(
+    trained: Config | None, exported: Mapping[str, Any], **explicit: Any
+) -> InferenceConfig:
+    """Decoding settings: explicit values (not None) over the run's ``inference`` section,
+    else over an export's ``qa_config.json``, else the defaults; checked like a config."""
+    base = dataclasses.asdict(trained.inference) if trained else {}
+    if not trained:
+        known = {f.name for f in dataclasses.fields(InferenceConfig)}
+        base = {k: v for k, v in exported.items() if k in known}
+    base.update({k: v for k, v in explicit.items() if v is not None})
+    try:
+        return InferenceConfig(**base)
+    except QAFinetuneError as exc:
+        raise InferenceError(str(exc)) from None
 
 
 def default_max_length(tokenizer: Any) -> int:

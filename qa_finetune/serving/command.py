@@ -7,7 +7,6 @@ settings passed in the environment.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import signal
@@ -66,17 +65,12 @@ def _check_port(host: str, port: int) -> None:
 
 
 def load_answerer(reference: str, backend: str, max_batch: int) -> Any:
-    """``QuestionAnswerer.load`` with the backend passed on when the loader takes one."""
+    """The shared answerer: the run's decoding settings, batches of up to ``max_batch``."""
     from qa_finetune.inference.answerer import QuestionAnswerer
 
     if backend not in BACKENDS:
         raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    options: dict[str, Any] = {"batch_size": max_batch}
-    if "backend" in inspect.signature(QuestionAnswerer.load).parameters:
-        options["backend"] = backend
-    elif backend == "onnx":
-        raise ServeError("this build has no ONNX backend: use --backend tf (or auto)")
-    return QuestionAnswerer.load(reference, **options)
+    return QuestionAnswerer.load(reference, batch_size=max_batch, backend=backend)
 
 
 def build_app(reference: str, backend: str, settings: Any) -> Any:
