@@ -56,7 +56,7 @@ def test_offsets_to_array_marks_none_and_padding() -> None:
 def test_offsets_to_array_length_and_errors() -> None:
     assert offsets_to_array([[(0, 1)], []], length=4).shape == (2, 4, 2)
     assert offsets_to_array([]).shape == (0, 0, 2)
-    with pytest.raises(ValueError, match="more than length"):
+    with pytest.raises(ValueError, match="more than width=1"):
         offsets_to_array([[(0, 1), (1, 2)]], length=1)
 
 

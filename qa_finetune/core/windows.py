@@ -7,13 +7,13 @@ tested without a tokenizer. The tokenizer-facing functions are written for
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from qa_finetune.core.arrays import Ragged
 from qa_finetune.errors import QAFinetuneError
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a cap.
@@ -181,31 +181,6 @@ class Windows:
     cls_index: np.ndarray  # [windows]
 
 
-def _offsets_array(rows: list[list[tuple[int, int]]]) -> np.ndarray:
-    """Ragged per-window offsets -> [windows, longest, 2], zero-filled, without a Python loop
-    per window."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    width = int(lengths.max(initial=0))
-    flat = np.fromiter(
-        itertools.chain.from_iterable(itertools.chain.from_iterable(rows)),
-        dtype=np.int64,
-        count=2 * int(lengths.sum()),
-    )
-    array = np.zeros((len(rows), width, 2), dtype=np.int64)
-    array[np.arange(width) < lengths[:, None]] = flat.reshape(-1, 2)
-    return array
-
-
-def _ragged_to_array(rows: list[list[int]], fill: int) -> np.ndarray:
-    """Ragged int rows -> [rows, longest] array, filled past each row's end."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    array = np.full((len(rows), int(lengths.max(initial=0))), fill, dtype=np.int64)
-    array[np.arange(array.shape[1]) < lengths[:, None]] = np.fromiter(
-        itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum())
-    )
-    return array
-
-
 def _context_mask(
     special_masks: list[list[int]], question_tokens: np.ndarray, spec: WindowSpec
 ) -> np.ndarray:
@@ -214,7 +189,7 @@ def _context_mask(
     Truncation never touches the question, so in every window the question is exactly its
     first (question first) or last (context first) ``question_tokens`` ordinary tokens.
     """
-    ordinary = _ragged_to_array(special_masks, fill=1) == 0
+    ordinary = Ragged.from_lists(special_masks).padded(fill=1) == 0
     seen = ordinary.cumsum(axis=1)
     if spec.question_first:
         return ordinary & (seen > question_tokens[:, None])
@@ -301,7 +276,9 @@ def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) 
     return Windows(
         encoding=encoding,
         sample_map=sample_map,
-        offsets=_trim_whitespace(_offsets_array(offsets), is_context, batch["context"], sample_map),
+        offsets=_trim_whitespace(
+            Ragged.from_pairs(offsets).padded(), is_context, batch["context"], sample_map
+        ),
         is_context=is_context,
         cls_index=cls_indices(input_ids, tokenizer.cls_token_id),
     )

@@ -112,19 +112,10 @@ def score(
 
 def feature_offsets(features: Any, length: int) -> np.ndarray:
     """``offset_mapping`` of cached features as int64 ``[F, length, 2]``, -1 outside context."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    from qa_finetune.core.arrays import Ragged
 
-    column = features.with_format("arrow")[:].column("offset_mapping").combine_chunks()
-    windows = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
-    tokens = column.flatten()  # one list<int> (or null) per token
-    pairs = pc.fill_null(tokens, pa.scalar([-1, -1], type=tokens.type)).flatten()
-    values = pairs.to_numpy(zero_copy_only=False).astype(np.int64).reshape(-1, 2)
-    out = np.full((len(windows), length, 2), -1, dtype=np.int64)
-    rows = np.repeat(np.arange(len(windows)), windows)
-    positions = np.arange(len(values)) - np.repeat(np.cumsum(windows) - windows, windows)
-    out[rows, positions] = values
-    return out
+    column = features.with_format("arrow")[:].column("offset_mapping")
+    return Ragged.from_arrow(column).padded(width=length, fill=-1)
 
 
 def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:

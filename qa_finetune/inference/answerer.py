@@ -8,7 +8,6 @@ longest window: short windows do not pay for long ones.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import sys
 import weakref
@@ -20,6 +19,7 @@ from typing import IO, Any
 import numpy as np
 
 from qa_finetune.config import Config, InferenceConfig, load_config
+from qa_finetune.core.arrays import Ragged
 from qa_finetune.core.no_answer import rank_answers
 from qa_finetune.core.spans import null_score, postprocess_predictions
 from qa_finetune.core.windows import (
@@ -58,43 +58,15 @@ class InferenceError(QAFinetuneError):
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Ragged:
-    """One token column without padding: all rows concatenated, plus where each row starts."""
-
-    values: np.ndarray
-    starts: np.ndarray
-    lengths: np.ndarray
-
-    def padded(self, rows: np.ndarray, width: int, fill: int) -> np.ndarray:
-        out = np.full((len(rows), width), fill, dtype=np.int32)
-        for r, i in enumerate(rows.tolist()):
-            begin, size = self.starts[i], self.lengths[i]
-            out[r, :size] = self.values[begin : begin + size]
-        return out
-
-
-def _ragged(column: Any) -> _Ragged:
-    """A list column from Arrow (no Python ints are made) or from plain lists."""
+def _ragged(column: Any) -> Ragged:
+    """A list column from Arrow (no Python ints are made) or from plain lists, as int32."""
     # pyarrow is imported only for Arrow columns: a cold `ask` on plain lists skips its import.
     if type(column).__module__.startswith("pyarrow"):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-        lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False).astype(np.int64)
-        values = array.flatten().to_numpy(zero_copy_only=False)
-    else:
-        lengths = np.fromiter((len(row) for row in column), dtype=np.int64, count=len(column))
-        values = np.fromiter(
-            itertools.chain.from_iterable(column), dtype=np.int64, count=int(lengths.sum())
-        )
-    starts = np.zeros(len(lengths), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    return _Ragged(values.astype(np.int32, copy=False), starts, lengths)
+        return Ragged.from_arrow(column, dtype=np.int32)
+    return Ragged.from_lists(column, dtype=np.int32)
 
 
-def _input_columns(features: Any) -> dict[str, _Ragged]:
+def _input_columns(features: Any) -> dict[str, Ragged]:
     """The model input columns of a ``datasets.Dataset`` or of a mapping of lists."""
     if hasattr(features, "with_format"):
         table = features.with_format("arrow")[:]

@@ -8,13 +8,12 @@ downloaded once into the Hub cache.
 from __future__ import annotations
 
 import importlib.util
-import re
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.errors import QAFinetuneError
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 # Files a TensorFlow QA model and its tokenizer may need; PyTorch .bin files are skipped.
 _HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.h5", "*.safetensors", "merges.txt"]
 
@@ -87,7 +86,7 @@ def resolve_model_dir(reference: str, revision: str | None = None) -> Path:
     if package_dir is not None:
         return package_dir
     looks_like_path = reference.startswith((".", "/", "~")) or reference.count("/") > 1
-    if looks_like_path or not _HUB_ID.match(reference):
+    if looks_like_path or not is_hub_id(reference):
         raise ModelReferenceError(
             f"model '{reference}' not found: no such directory (train one with "
             "`qa-finetune train`, or pass a Hub id such as distilroberta-base)"

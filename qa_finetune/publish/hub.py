@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from urllib.parse import quote
 
 import yaml
 
+from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.errors import QAFinetuneError, scrub_secrets
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values
@@ -40,10 +40,6 @@ TOKENIZER_FILES = (
 )
 # The training record that goes under training/ (checkpoints/ and features/ never do).
 TRAINING_FILES = ("config.yaml", "metrics.json", "history.csv", "curves.png")
-
-# namespace/name, as the Hub accepts them: letters, digits, "-", "_", ".", at most 96 chars.
-_PART = r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9_])?"
-_REPO_ID = re.compile(rf"^{_PART}/{_PART}$")
 
 
 @dataclass
@@ -85,13 +81,7 @@ def check_run_dir(run_dir: Path) -> Path:
 
 def check_repo_id(repo_id: str) -> str:
     """``repo_id`` if it has the ``namespace/name`` form the Hub accepts."""
-    ok = (
-        _REPO_ID.match(repo_id) is not None
-        and len(repo_id.partition("/")[2]) <= 96
-        and ".." not in repo_id
-        and "--" not in repo_id
-    )
-    if not ok:
+    if not is_hub_id(repo_id, namespace_required=True):
         raise QAFinetuneError(
             f"invalid repo id {repo_id!r}: use namespace/name, e.g. your-username/minilm-squad "
             "(letters, digits, '-', '_', '.')"

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from qa_finetune.config import DEFAULT_MODEL
+from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.publish.public_paths import public_values
 
 # The embedded default model is a packaged copy of a Hub model: the card names the original.
@@ -26,7 +27,6 @@ DEFAULT_LICENSE = "apache-2.0"
 TAGS = ["question-answering", "extractive-qa", "tensorflow", "qa-finetune"]
 
 # A Hub model id: an optional namespace, then a name; no path-like prefixes.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 # File extensions that the `datasets` loaders know, by loader name (the model-index "type").
 _LOADER_BY_SUFFIX = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 _HELD_OUT = re.compile(r"^(.*) \((held-out [^)]*)\)$")
@@ -74,7 +74,7 @@ def base_model_id(name_or_path: str | None) -> str | None:
     if not name_or_path:
         return None
     name = KNOWN_BASE_MODELS.get(name_or_path, name_or_path)
-    return name if _HUB_ID.match(name) else None
+    return name if is_hub_id(name) else None
 
 
 def _dataset_ref(value: Any, data: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
