@@ -40,8 +40,9 @@ from bench._machine import machine_line
 from qa_finetune.config import InferenceConfig
 from qa_finetune.core.metrics import squad_v1
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.evaluation.evaluate import load_examples, references
+from qa_finetune.evaluation.evaluate import load_examples
 from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.modeling.scoring import references
 
 T = TypeVar("T")
 Records = list[dict[str, Any]]
@@ -96,7 +97,8 @@ def timed(call: Callable[[], T]) -> tuple[float, T]:
 def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     """Answers from ``evaluate_loaded``, with the evaluation features built as ``evaluate`` does."""
     from qa_finetune.core.data import to_dataset
-    from qa_finetune.evaluation.evaluate import evaluate_loaded, evaluation_features
+    from qa_finetune.evaluation.evaluate import evaluation_features
+    from qa_finetune.modeling.scoring import evaluate_loaded
 
     examples = to_dataset(records)
     features = evaluation_features(examples, answerer.tokenizer, answerer.spec)
@@ -150,7 +152,7 @@ def decode_notebook(answerer: QuestionAnswerer, records: Records) -> dict[str, s
     ``predict_features`` fills positions past each question's last token with a very low
     logit, so each argmax sees exactly the tokens the notebook's one-question call sees.
     """
-    from qa_finetune.inference.answerer import predict_features
+    from qa_finetune.modeling.predict import predict_features
 
     tokenizer = answerer.tokenizer
     encoding = notebook_encoding(answerer, records)
@@ -244,7 +246,7 @@ def decode_pipeline(answerer: QuestionAnswerer, pipe: Any, records: Records) -> 
 
 def warm_up(answerer: QuestionAnswerer, pipe: Any, records: Records) -> None:
     """Trace the compiled forward and make the pipeline's first call before any timing."""
-    from qa_finetune.inference.answerer import predict_features
+    from qa_finetune.modeling.predict import predict_features
 
     encoding = notebook_encoding(answerer, records[:2])
     # compile=True traces the graph that later calls (ours and the notebook's) reuse.

@@ -12,6 +12,10 @@ class QAFinetuneError(Exception):
     """A problem the user can fix: the message names the problem and the fix, on one line."""
 
 
+class InferenceError(QAFinetuneError):
+    """A question, context, input file or model output cannot be answered as given."""
+
+
 def scrub_secrets(text: str, *secrets: str | None) -> str:
     """``text`` on one line, with any Hub token (and each of ``secrets``) masked as ``***``."""
     for secret in secrets:

@@ -13,12 +13,7 @@ import pytest
 
 from qa_finetune.config import InferenceConfig
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.evaluation.evaluate import (
-    evaluate_loaded,
-    evaluate_model,
-    evaluate_predictions,
-    feature_offsets,
-)
+from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
 from qa_finetune.evaluation.report import (
     Scored,
     answer_bucket,
@@ -28,6 +23,7 @@ from qa_finetune.evaluation.report import (
     score_question,
     write_report,
 )
+from qa_finetune.modeling.scoring import evaluate_loaded, feature_offsets
 
 BRIDGE = (
     "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931. "

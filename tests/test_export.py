@@ -273,6 +273,43 @@ def test_ask_through_onnx_never_imports_tensorflow(onnx_dir: Path) -> None:
     assert lines[-1] == "TF False False"
 
 
+def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
+    onnx_dir: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`evaluate --backend auto` on an ONNX export: TF's scores and answers, no TF import."""
+    from qa_finetune.core.data import sample_data_path
+
+    data = sample_data_path("validation")
+    code = (
+        "import sys\n"
+        "from qa_finetune.cli.app import app\n"
+        f"sys.argv = ['qa-finetune', 'evaluate', '--model', {str(onnx_dir)!r},\n"
+        f"            '--data', {str(data)!r}, '--output-dir', {str(tmp_path / 'onnx')!r},\n"
+        "            '--max-length', '64', '--stride', '16']\n"
+        "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('TF', 'tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "TF False"
+    from qa_finetune.evaluation.evaluate import evaluate_model
+
+    evaluate_model(
+        str(tiny_model_dir), str(data), None, output_dir=tmp_path / "tf", max_length=64, stride=16
+    )
+    onnx_metrics = json.loads((tmp_path / "onnx" / "metrics.json").read_text())
+    tf_metrics = json.loads((tmp_path / "tf" / "metrics.json").read_text())
+    assert (onnx_metrics["backend"], tf_metrics["backend"]) == ("onnx", "tf")
+    assert onnx_metrics["total"] == tf_metrics["total"] > 0
+    onnx_answers = json.loads((tmp_path / "onnx" / "predictions.json").read_text())
+    tf_answers = json.loads((tmp_path / "tf" / "predictions.json").read_text())
+    same = sum(onnx_answers[k] == tf_answers[k] for k in tf_answers)
+    # A random tiny model has near-ties; float noise may flip a few, never many.
+    assert same >= 0.95 * len(tf_answers)
+
+
 def _bpe_tokenizer(folder: Path) -> Any:
     """A byte-level BPE RobertaTokenizerFast trained offline on a few sentences."""
     from tokenizers import ByteLevelBPETokenizer

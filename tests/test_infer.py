@@ -14,15 +14,10 @@ import pytest
 
 from qa_finetune.core.windows import make_windows, prepare_eval_features
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.inference.answerer import (
-    LOGIT_FILL,
-    QuestionAnswerer,
-    answer_batch_file,
-    get_answer,
-    latest_run,
-    make_spec,
-    predict_features,
-)
+from qa_finetune.inference.answerer import QuestionAnswerer, get_answer, make_spec
+from qa_finetune.inference.batch_files import answer_batch_file
+from qa_finetune.modeling.predict import LOGIT_FILL, predict_features
+from qa_finetune.runs.lookup import latest_run
 
 SHORT_CONTEXT = (
     "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931. "
@@ -141,7 +136,7 @@ def test_predict_features_empty_and_bad_batch_size(answerer: QuestionAnswerer) -
 
 
 def test_short_calls_run_eagerly_and_long_ones_compile(tokenizer: Any) -> None:
-    from qa_finetune.inference.answerer import COMPILE_AFTER_BATCHES
+    from qa_finetune.modeling.predict import COMPILE_AFTER_BATCHES
 
     model = PeakModel(tokenizer.convert_tokens_to_ids("zebra"))
     windows = {"input_ids": [[101, 29145, 102]] * 4, "attention_mask": [[1, 1, 1]] * 4}

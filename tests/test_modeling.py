@@ -100,6 +100,8 @@ TENSORFLOW_FREE = [
     *_modules_under("core"),
     *_modules_under("runs"),
     "qa_finetune.modeling.reference",
+    "qa_finetune.modeling.predict",
+    *_modules_under("inference"),
     "qa_finetune.training.prepare",
     "qa_finetune.evaluation.report",
     "qa_finetune.publish.hub",

@@ -137,7 +137,7 @@ def test_overwrite_failing_after_model_load_keeps_the_old_run(
 def test_latest_run_skips_a_run_being_replaced(tmp_path: Path) -> None:
     import os
 
-    from qa_finetune.inference.answerer import latest_run
+    from qa_finetune.runs.lookup import latest_run
 
     for name, mtime in (("run", 1_000), (".run.replaced", 2_000)):
         config = tmp_path / name / "model" / "config.json"

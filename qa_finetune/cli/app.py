@@ -298,7 +298,9 @@ def ask(
     ] = "auto",
 ) -> None:
     """Answer a question from a context of any length."""
-    from qa_finetune.inference.answerer import check_pair, latest_run, read_batch_file
+    from qa_finetune.inference.batch_files import read_batch_file
+    from qa_finetune.inference.inputs import check_pair
+    from qa_finetune.runs.lookup import latest_run
 
     text = ""
     parsed = None
@@ -322,7 +324,8 @@ def ask(
     # The ONNX path never imports TensorFlow: that import alone costs seconds.
     if choose_backend(resolve_model_dir(reference), backend) == "tf":
         import_tensorflow_quietly()
-    from qa_finetune.inference.answerer import QuestionAnswerer, answer_batch_file
+    from qa_finetune.inference.answerer import QuestionAnswerer
+    from qa_finetune.inference.batch_files import answer_batch_file
 
     answerer = QuestionAnswerer.load(
         reference,
@@ -391,14 +394,28 @@ def evaluate(
     max_length: Annotated[int | None, typer.Option(help="Tokens per window.")] = None,
     stride: Annotated[int | None, typer.Option(help="Tokens shared by windows.")] = None,
     allow_untrained_head: AllowUntrainedOption = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="auto (ONNX when the model folder has model.onnx, else TensorFlow), tf or onnx.",
+        ),
+    ] = "auto",
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
-    if predictions is None:
-        import_tensorflow_quietly()
-    from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
-
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if predictions is None:
+        from qa_finetune.modeling.onnx_backend import choose_backend
+        from qa_finetune.modeling.reference import resolve_model_dir
+        from qa_finetune.runs.lookup import latest_run
+
+        model = model or str(latest_run(Path("outputs")))
+        # Scoring an ONNX export never imports TensorFlow.
+        if choose_backend(resolve_model_dir(model), backend) == "tf":
+            import_tensorflow_quietly()
+    from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
+
     if predictions is not None:
         evaluate_predictions(
             predictions,
@@ -421,6 +438,7 @@ def evaluate(
         max_length=max_length,
         stride=stride,
         warn_untrained_head=not allow_untrained_head,
+        backend=backend,
     )
 
 

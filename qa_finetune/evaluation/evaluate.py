@@ -17,15 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from qa_finetune.config import DataConfig, InferenceConfig
+from qa_finetune.config import DataConfig
 from qa_finetune.core.data import DataError, SplitReport, read_records, validate_records
-from qa_finetune.core.metrics import squad_v1, squad_v2
 from qa_finetune.core.summary import format_table
 from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.report import scored_rows, write_report
+from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.runs.directory import write_json
 
 DEFAULT_OUTPUT = Path("eval")
@@ -84,54 +82,6 @@ def load_examples(
     return EvalExamples(kept, source, report)
 
 
-def references(examples: Any) -> dict[str, list[str]]:
-    """``{id: gold answer texts}`` from validated examples (list of dicts or a Dataset)."""
-    if hasattr(examples, "column_names"):
-        pairs = zip(examples["id"], examples["answers"], strict=True)
-        return {example_id: list(answers["text"]) for example_id, answers in pairs}
-    return {e["id"]: list(e["answers"]["text"]) for e in examples}
-
-
-# --------------------------------------------------------------------------------------------
-# Scoring
-# --------------------------------------------------------------------------------------------
-
-
-def score(
-    predictions: Mapping[str, str],
-    gold: Mapping[str, list[str]],
-    version_2: bool,
-    null_score_diff: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
-    """Official scores with ``exact_match`` and ``f1`` keys for both SQuAD versions."""
-    if not version_2:
-        return squad_v1(predictions, gold)
-    scores = squad_v2(predictions, gold, null_score_diff)
-    return {"exact_match": scores.pop("exact"), **scores}
-
-
-def feature_offsets(features: Any, length: int) -> np.ndarray:
-    """``offset_mapping`` of cached features as int64 ``[F, length, 2]``, -1 outside context."""
-    from qa_finetune.core.arrays import Ragged
-
-    column = features.with_format("arrow")[:].column("offset_mapping")
-    return Ragged.from_arrow(column).padded(width=length, fill=-1)
-
-
-def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
-    """Mean cross-entropy of start and end labels (the Keras QA loss), when labels exist."""
-    if "start_positions" not in features.column_names:
-        return None
-    losses = []
-    for logits, column in ((start, "start_positions"), (end, "end_positions")):
-        labels = np.asarray(list(features[column]), dtype=np.int64)
-        values = logits.astype(np.float64)
-        peak = values.max(axis=1, keepdims=True)
-        log_norm = np.log(np.exp(values - peak).sum(axis=1)) + peak[:, 0]
-        losses.append(log_norm - values[np.arange(len(labels)), labels])
-    return float(np.mean((losses[0] + losses[1]) / 2)) if len(start) else None
-
-
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
     from qa_finetune.core.windows import prepare_eval_features
@@ -144,47 +94,6 @@ def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
         remove_columns=examples.column_names,
         desc="Evaluation windows",
     )
-
-
-def evaluate_loaded(
-    model: Any,
-    tokenizer: Any,
-    examples: Any,
-    features: Any,
-    inference_config: InferenceConfig,
-    version_2: bool,
-) -> dict[str, Any]:
-    """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
-
-    Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
-    breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
-    ``postprocess.Predictions``). Used by ``evaluate`` and by training after each epoch.
-    """
-    from qa_finetune.core.spans import postprocess_predictions
-    from qa_finetune.inference.answerer import predict_features
-
-    pad = getattr(tokenizer, "pad_token_id", None)
-    start, end = predict_features(model, features, inference_config.batch_size, pad_token_id=pad)
-    predictions = postprocess_predictions(
-        list(examples["id"]),
-        list(examples["context"]),
-        list(features["example_id"]),
-        start,
-        end,
-        feature_offsets(features, start.shape[1]),
-        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
-        n_best=inference_config.n_best,
-        max_answer_length=inference_config.max_answer_length,
-        version_2_with_negative=version_2,
-        null_score_diff_threshold=inference_config.null_score_diff_threshold,
-    )
-    null_diff = predictions.null_score_diff if version_2 else None
-    result = score(predictions.answers, references(examples), version_2, null_diff)
-    loss = qa_loss(start, end, features)
-    if loss is not None:
-        result["eval_loss"] = loss
-    result["predictions"] = predictions
-    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,6 +181,7 @@ def evaluate_model(
     max_length: int | None = None,
     stride: int | None = None,
     warn_untrained_head: bool = True,
+    backend: str = "auto",
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
 
@@ -281,27 +191,29 @@ def evaluate_model(
     from datasets import Dataset
 
     from qa_finetune.core.data import to_dataset
-    from qa_finetune.inference.answerer import QuestionAnswerer, latest_run, run_dir_of
-    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.modeling.for_answering import load_for_answering
+    from qa_finetune.runs.lookup import latest_run, run_dir_of
 
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
     examples = load_examples(data, dataset, split, version_2, max_samples)
-    run_dir = run_dir_of(resolve_model_dir(reference))
-    answerer = QuestionAnswerer.load(
+    # The loader `ask` uses: same model resolution, same settings from the run.
+    loaded = load_for_answering(
         reference,
         max_length=max_length,
         stride=stride,
         batch_size=batch_size,
+        backend=backend,
         warn_untrained_head=warn_untrained_head,
     )
-    config = answerer.inference_config()
+    run_dir = run_dir_of(loaded.model_dir)
+    config = loaded.settings
     started = time.perf_counter()
     example_set: Dataset = to_dataset(examples.records)
     # A question too long for the windows fails here, named by its id (the windows' rule).
-    features = evaluation_features(example_set, answerer.tokenizer, answerer.spec)
+    features = evaluation_features(example_set, loaded.tokenizer, loaded.spec)
     result = evaluate_loaded(
-        answerer.model, answerer.tokenizer, example_set, features, config, version_2
+        loaded.model, loaded.tokenizer, example_set, features, config, version_2
     )
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
@@ -319,8 +231,9 @@ def evaluate_model(
         "model": reference,
         "version_2": version_2,
         "features": len(features),
-        "max_length": answerer.spec.max_length,
-        "stride": answerer.spec.stride,
+        "backend": loaded.backend,
+        "max_length": loaded.spec.max_length,
+        "stride": loaded.spec.stride,
         "n_best": config.n_best,
         "max_answer_length": config.max_answer_length,
         "seconds": round(seconds, 3),

@@ -89,7 +89,8 @@ def _best_model_dir(run_dir: Path) -> Path:
 
 def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
     """What a serving stack needs to window and decode like ``qa-finetune ask``."""
-    from qa_finetune.inference.answerer import DEFAULT_MAX_LENGTH, DEFAULT_STRIDE, run_config
+    from qa_finetune.modeling.for_answering import DEFAULT_MAX_LENGTH, DEFAULT_STRIDE
+    from qa_finetune.runs.lookup import run_config
 
     trained = run_config(model_dir)
     max_length = trained.preprocess.max_length if trained else DEFAULT_MAX_LENGTH
@@ -126,7 +127,7 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
 
 def input_names(tokenizer: Any) -> tuple[str, ...]:
     """The model inputs this tokenizer produces, in ``infer.INPUT_NAMES`` order."""
-    from qa_finetune.inference.answerer import INPUT_NAMES
+    from qa_finetune.modeling.predict import INPUT_NAMES
 
     return tuple(n for n in INPUT_NAMES if n in tokenizer.model_input_names)
 

@@ -23,8 +23,8 @@ import tf_keras
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.evaluation.evaluate import evaluate_loaded
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
+from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.training.prepare import PreparedData, check_model, prepare

@@ -1,0 +1,118 @@
+"""``ask --batch``: JSON Lines of {question, context[, id]} in, one answer per line out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from qa_finetune.errors import InferenceError, QAFinetuneError
+from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.inference.inputs import checked_text
+
+# Pairs answered per model pass when reading a batch file: bounds memory, keeps batches full.
+FILE_CHUNK = 256
+
+
+@dataclass
+class _Line:
+    number: int
+    id: str
+    question: str
+    context: str
+
+
+def _parse_line(raw: str, number: int) -> _Line:
+    try:
+        record = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InferenceError(f"not valid JSON ({exc.msg})") from exc
+    if not isinstance(record, Mapping):
+        raise InferenceError("each line must be a JSON object {question, context[, id]}")
+    for key in ("question", "context"):
+        if key not in record:
+            raise InferenceError(f"missing '{key}'")
+        checked_text(record[key], key, "")
+    raw_id = record.get("id")
+    example_id = str(number) if raw_id in (None, "") else str(raw_id)
+    return _Line(number, example_id, record["question"], record["context"])
+
+
+def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
+    """Parse every line first, so a bad line fails before any answer is written.
+
+    Lines are split on ``\\n`` and decoded one by one: a line that is not UTF-8 is one bad
+    line (skipped with ``skip_errors``), and contexts keep their bytes (``\\r\\n`` included).
+    """
+    from qa_finetune.core.textio import BOM, check_file, decode_utf8
+
+    check_file(path, "batch file", "--batch")
+    lines, failed = [], 0
+    for number, data in enumerate(Path(path).read_bytes().split(b"\n"), 1):
+        if not data.strip():
+            continue
+        try:
+            raw = decode_utf8(data, "line")
+            lines.append(_parse_line(raw.removeprefix(BOM), number))
+        except QAFinetuneError as exc:
+            reason = str(exc).removeprefix("line: ")
+            if not skip_errors:
+                raise InferenceError(
+                    f"{path}:{number}: {reason}; fix the line or pass --skip-errors"
+                ) from None
+            print(f"{path}:{number}: {reason} (skipped)", file=sys.stderr)
+            failed += 1
+    return lines, failed
+
+
+def answer_batch_file(
+    answerer: QuestionAnswerer,
+    path: Path,
+    output: Path | None,
+    top_k: int = 1,
+    handle_impossible_answer: bool = False,
+    skip_errors: bool = False,
+    parsed: tuple[list[_Line], int] | None = None,
+) -> tuple[int, int]:
+    """Answer a JSON Lines file of ``{question, context[, id]}``; returns (written, failed).
+
+    Each output line holds ``id, question, answer, score, start, end`` (and ``answers``, the
+    ranked list, when ``top_k > 1``). Output goes to ``output`` or stdout. ``parsed`` is what
+    ``read_batch_file`` returned, when the caller read the file before loading the model.
+    """
+    lines, failed = parsed if parsed is not None else read_batch_file(Path(path), skip_errors)
+    # A question too long for the windows is a per-line problem too.
+    good = []
+    for line in lines:
+        try:
+            answerer.check_questions([line.question], labels=[f"{path}:{line.number}: "])
+        except InferenceError as exc:
+            if not skip_errors:
+                raise InferenceError(f"{exc}; fix the line or pass --skip-errors") from exc
+            print(f"{exc} (skipped)", file=sys.stderr)
+            failed += 1
+            continue
+        good.append(line)
+    handle: IO[str] = output.open("w", encoding="utf-8") if output is not None else sys.stdout
+    written = 0
+    try:
+        for begin in range(0, len(good), FILE_CHUNK):
+            chunk = good[begin : begin + FILE_CHUNK]
+            results = answerer.answer_batch(
+                [(line.question, line.context) for line in chunk], top_k, handle_impossible_answer
+            )
+            for line, answers in zip(chunk, results, strict=True):
+                record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}
+                if top_k > 1:
+                    record["answers"] = answers
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                written += 1
+    finally:
+        if output is not None:
+            handle.close()
+        else:
+            handle.flush()
+    return written, failed

@@ -1,0 +1,145 @@
+"""Load a model for answering: files, backend, window settings and decoding settings.
+
+One loader for ``ask``, ``evaluate`` and ``serve``, so each resolves a model and takes a run's
+settings the same way: explicit values, else the run's ``config.yaml``, else an export's
+``qa_config.json``, else the defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.config import Config, InferenceConfig
+from qa_finetune.core.windows import WindowSpec, model_max_length, window_spec
+from qa_finetune.errors import InferenceError, QAFinetuneError
+from qa_finetune.runs.lookup import run_config
+
+DEFAULT_MAX_LENGTH = 384
+DEFAULT_STRIDE = 128
+
+
+@dataclass
+class LoadedModel:
+    """What answering needs: the model (Keras or an ONNX predictor), its tokenizer, windows
+    and decoding settings."""
+
+    model_dir: Path
+    model: Any
+    tokenizer: Any
+    spec: WindowSpec
+    settings: InferenceConfig
+    backend: str  # "tf" or "onnx"
+
+
+def load_for_answering(
+    reference: str,
+    max_length: int | None = None,
+    stride: int | None = None,
+    max_answer_length: int | None = None,
+    n_best: int | None = None,
+    batch_size: int | None = None,
+    null_threshold: float | None = None,
+    backend: str = "auto",
+    quantized: bool = False,
+    warn_untrained_head: bool = True,
+) -> LoadedModel:
+    """Resolve ``reference`` and load it; settings left as None come from the run.
+
+    ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one, without
+    importing TensorFlow; ``quantized`` picks ``model.int8.onnx`` instead. A TensorFlow model
+    whose checkpoint has no QA head (a base encoder) gets a warning on stderr unless
+    ``warn_untrained_head`` is False.
+    """
+    from qa_finetune.modeling.onnx_backend import (
+        OnnxPredictor,
+        choose_backend,
+        onnx_file,
+        qa_config,
+    )
+    from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+
+    model_dir = resolve_model_dir(reference)
+    chosen = choose_backend(model_dir, backend, quantized)
+    trained = run_config(model_dir)
+    # An export's own settings; a run's config.yaml wins over them below.
+    exported = qa_config(model_dir)
+    if chosen == "onnx":
+        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
+
+        # Without transformers: its import is most of a cold start.
+        tokenizer = ExportTokenizer.load(model_dir, exported)
+    else:
+        tokenizer = load_tokenizer(model_dir)
+    spec = _window_settings(tokenizer, trained, exported, max_length, stride)
+    settings = inference_settings(
+        trained,
+        exported,
+        n_best=n_best,
+        max_answer_length=max_answer_length,
+        batch_size=batch_size,
+        null_score_diff_threshold=null_threshold,
+    )
+    if chosen == "onnx":
+        model = OnnxPredictor.load(onnx_file(model_dir, quantized))
+        return LoadedModel(model_dir, model, tokenizer, spec, settings, "onnx")
+    from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
+
+    warning = untrained_head_warning(model_dir) if warn_untrained_head else None
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
+
+
+def _window_settings(
+    tokenizer: Any,
+    trained: Config | None,
+    exported: Mapping[str, Any],
+    max_length: int | None,
+    stride: int | None,
+) -> WindowSpec:
+    if max_length is None:
+        if trained:
+            max_length = trained.preprocess.max_length
+        else:
+            max_length = int(exported.get("max_length", default_max_length(tokenizer)))
+    if stride is None:
+        trained_stride = (
+            trained.preprocess.stride if trained else int(exported.get("stride", DEFAULT_STRIDE))
+        )
+        # Half a window at most, so a smaller --max-length alone still works.
+        stride = min(trained_stride, max_length // 2)
+    return make_spec(tokenizer, max_length, stride)
+
+
+def inference_settings(
+    trained: Config | None, exported: Mapping[str, Any], **explicit: Any
+) -> InferenceConfig:
+    """Decoding settings: explicit values (not None) over the run's ``inference`` section,
+    else over an export's ``qa_config.json``, else the defaults; checked like a config."""
+    base = dataclasses.asdict(trained.inference) if trained else {}
+    if not trained:
+        known = {f.name for f in dataclasses.fields(InferenceConfig)}
+        base = {k: v for k, v in exported.items() if k in known}
+    base.update({k: v for k, v in explicit.items() if v is not None})
+    try:
+        return InferenceConfig(**base)
+    except QAFinetuneError as exc:
+        raise InferenceError(str(exc)) from None
+
+
+def default_max_length(tokenizer: Any) -> int:
+    """``DEFAULT_MAX_LENGTH``, or less for a model that takes fewer tokens per window."""
+    return min(DEFAULT_MAX_LENGTH, model_max_length(tokenizer) or DEFAULT_MAX_LENGTH)
+
+
+def make_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
+    """Window settings, checked with the config rules so errors name the option."""
+    from qa_finetune.config import PreprocessConfig
+
+    PreprocessConfig(max_length=max_length, stride=stride)
+    return window_spec(tokenizer, max_length, stride)

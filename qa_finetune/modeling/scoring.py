@@ -1,0 +1,96 @@
+"""Official SQuAD scores of a loaded model on prepared windows: used by training after each
+epoch and by ``evaluate``, so the two cannot score differently."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.config import InferenceConfig
+from qa_finetune.core.metrics import squad_v1, squad_v2
+from qa_finetune.modeling.predict import predict_features
+
+
+def references(examples: Any) -> dict[str, list[str]]:
+    """``{id: gold answer texts}`` from validated examples (list of dicts or a Dataset)."""
+    if hasattr(examples, "column_names"):
+        pairs = zip(examples["id"], examples["answers"], strict=True)
+        return {example_id: list(answers["text"]) for example_id, answers in pairs}
+    return {e["id"]: list(e["answers"]["text"]) for e in examples}
+
+
+def score(
+    predictions: Mapping[str, str],
+    gold: Mapping[str, list[str]],
+    version_2: bool,
+    null_score_diff: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """Official scores with ``exact_match`` and ``f1`` keys for both SQuAD versions."""
+    if not version_2:
+        return squad_v1(predictions, gold)
+    scores = squad_v2(predictions, gold, null_score_diff)
+    return {"exact_match": scores.pop("exact"), **scores}
+
+
+def feature_offsets(features: Any, length: int) -> np.ndarray:
+    """``offset_mapping`` of cached features as int64 ``[F, length, 2]``, -1 outside context."""
+    from qa_finetune.core.arrays import Ragged
+
+    column = features.with_format("arrow")[:].column("offset_mapping")
+    return Ragged.from_arrow(column).padded(width=length, fill=-1)
+
+
+def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
+    """Mean cross-entropy of start and end labels (the Keras QA loss), when labels exist."""
+    if "start_positions" not in features.column_names:
+        return None
+    losses = []
+    for logits, column in ((start, "start_positions"), (end, "end_positions")):
+        labels = np.asarray(list(features[column]), dtype=np.int64)
+        values = logits.astype(np.float64)
+        peak = values.max(axis=1, keepdims=True)
+        log_norm = np.log(np.exp(values - peak).sum(axis=1)) + peak[:, 0]
+        losses.append(log_norm - values[np.arange(len(labels)), labels])
+    return float(np.mean((losses[0] + losses[1]) / 2)) if len(start) else None
+
+
+def evaluate_loaded(
+    model: Any,
+    tokenizer: Any,
+    examples: Any,
+    features: Any,
+    inference_config: InferenceConfig,
+    version_2: bool,
+) -> dict[str, Any]:
+    """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
+
+    Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
+    breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
+    ``postprocess.Predictions``). Used by ``evaluate`` and by training after each epoch.
+    """
+    from qa_finetune.core.spans import postprocess_predictions
+
+    pad = getattr(tokenizer, "pad_token_id", None)
+    start, end = predict_features(model, features, inference_config.batch_size, pad_token_id=pad)
+    predictions = postprocess_predictions(
+        list(examples["id"]),
+        list(examples["context"]),
+        list(features["example_id"]),
+        start,
+        end,
+        feature_offsets(features, start.shape[1]),
+        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
+        n_best=inference_config.n_best,
+        max_answer_length=inference_config.max_answer_length,
+        version_2_with_negative=version_2,
+        null_score_diff_threshold=inference_config.null_score_diff_threshold,
+    )
+    null_diff = predictions.null_score_diff if version_2 else None
+    result = score(predictions.answers, references(examples), version_2, null_diff)
+    loss = qa_loss(start, end, features)
+    if loss is not None:
+        result["eval_loss"] = loss
+    result["predictions"] = predictions
+    return result
