@@ -61,10 +61,13 @@ def test_concurrent_prepares_keep_the_first_complete_cache(tmp_path: Path) -> No
     others = tmp_path / "abc.tmp-1"  # a concurrent process's staging folder
     others.mkdir()
     (others / "busy").write_text("x")
-    _write_atomically(target, {"train": Dataset.from_dict({"a": [1]})}, {"first": True})
+    first = {"first": True, "source": "données.json"}
+    _write_atomically(target, {"train": Dataset.from_dict({"a": [1]})}, first)
     _write_atomically(
         target, {"train": Dataset.from_dict({"a": [2]})}, {"first": False}, replace=False
     )
-    assert (target / "prepare_report.json").read_text(encoding="utf-8") == '{\n  "first": true\n}'
+    # The kept report is the first one, written as readable UTF-8 (not \\u escapes).
+    kept = (target / "prepare_report.json").read_text(encoding="utf-8")
+    assert kept == '{\n  "first": true,\n  "source": "données.json"\n}\n'
     assert (others / "busy").read_text() == "x"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["abc", "abc.tmp-1"]

@@ -15,7 +15,6 @@ written beside its target and renamed into place: a failure leaves nothing half-
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,10 @@ def _architecture_source(run_dir: Path) -> Path:
     saved = run_dir / rundir.MODEL_DIR
     if saved.is_dir():
         return saved
-    from qa_finetune.config import load_config
     from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.runs.lookup import load_run_config
 
-    config = load_config(run_dir / "config.yaml")
+    config = load_run_config(run_dir)
     return resolve_model_dir(config.model.name_or_path, config.model.revision)
 
 
@@ -228,10 +227,7 @@ def export_run(
     if fmt == "hf":
         return rundir.save_model_atomic(model, tokenizer, target)
 
-    staging = target.with_name(f"{target.name}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
+    with rundir.staged_folder(target) as staging:
         names = input_names(tokenizer)
         if fmt == "savedmodel":
             _write_savedmodel(model, tokenizer, names, staging)
@@ -243,10 +239,7 @@ def export_run(
         settings = qa_settings(source, tokenizer)
         settings.update(format=fmt, files=files, source=source.name, checkpoint=checkpoint)
         rundir.write_json(staging / QA_CONFIG, settings)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return rundir.replace_folder(staging, target)
+    return target
 
 
 def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool = False) -> Path:

@@ -19,6 +19,7 @@ import yaml
 from qa_finetune.config import DEFAULT_MODEL
 from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.publish.public_paths import public_values
+from qa_finetune.runs.lookup import recorded_config
 
 # The embedded default model is a packaged copy of a Hub model: the card names the original.
 KNOWN_BASE_MODELS = {DEFAULT_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
@@ -56,17 +57,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return public_values(value) if isinstance(value, dict) else {}
-
-
-def _read_config(path: Path) -> dict[str, dict[str, Any]]:
-    """The resolved config as a nested dict; empty when absent or unreadable."""
-    try:
-        value = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, dict)}
 
 
 def base_model_id(name_or_path: str | None) -> str | None:
@@ -374,7 +364,7 @@ def _architecture(run_dir: Path) -> list[str]:
 def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICENSE) -> str:
     """The README.md text (front matter + body) describing the run in ``run_dir``."""
     run_dir = Path(run_dir)
-    raw_config = _read_config(run_dir / "config.yaml")
+    raw_config = recorded_config(run_dir)
     # Told apart before paths are made public: "/models/encoder" is local, "encoder" is not.
     base = base_model_id(raw_config.get("model", {}).get("name_or_path"))
     # The whole card is public: the recipe holds local data and output paths.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import shutil
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -154,19 +156,30 @@ def save_model_atomic(
     With ``pytorch_weights`` the folder also carries ``model.safetensors`` in PyTorch names,
     so PyTorch and transformers 5 load it as well as TensorFlow does ``tf_model.h5``.
     """
-    staging = target.with_name(f"{target.name}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    with staged_folder(target) as staging:
         model.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
         if pytorch_weights:
             from qa_finetune.modeling.pt_weights import save_pytorch_safetensors
 
             save_pytorch_safetensors(model, staging)
+    return target
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """Build a folder in ``<target>.tmp/`` and swap it in for ``target`` when the block ends
+    without error; on any error (Ctrl-C included) the staging folder goes and ``target`` is
+    left as it was."""
+    staging = target.with_name(f"{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return replace_folder(staging, target)
+    replace_folder(staging, target)
 
 
 def replace_folder(staging: Path, target: Path) -> Path:

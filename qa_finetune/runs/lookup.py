@@ -1,17 +1,40 @@
-"""Finding runs: the run that holds a model folder, its config, the latest run of a folder."""
+"""Finding runs and reading what they recorded: the run that holds a model folder, its
+``config.yaml`` (read here and nowhere else), the latest run of a folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from qa_finetune.config import Config, load_config
 from qa_finetune.errors import InferenceError, QAFinetuneError
+
+CONFIG_FILE = "config.yaml"
+
+
+def load_run_config(run_dir: Path) -> Config:
+    """The resolved config a run recorded, checked like any config (errors name the key)."""
+    return load_config(Path(run_dir) / CONFIG_FILE)
+
+
+def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The recorded config as plain sections, as written; empty when absent or unreadable
+    (a model card still describes a run whose config an older version wrote)."""
+    try:
+        value = yaml.safe_load((Path(run_dir) / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, dict)}
 
 
 def run_dir_of(model_dir: Path) -> Path | None:
     """The run directory that holds ``model_dir`` (``RUN/model`` with ``RUN/config.yaml``)."""
     parent = model_dir.parent
-    if model_dir.name == "model" and (parent / "config.yaml").is_file():
+    if model_dir.name == "model" and (parent / CONFIG_FILE).is_file():
         return parent
     return None
 
@@ -22,7 +45,7 @@ def run_config(model_dir: Path) -> Config | None:
     if run_dir is None:
         return None
     try:
-        return load_config(run_dir / "config.yaml")
+        return load_run_config(run_dir)
     except (OSError, QAFinetuneError):
         return None
 

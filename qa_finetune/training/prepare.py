@@ -30,6 +30,7 @@ from qa_finetune.modeling.reference import (
     resolve_model_dir,
     tokenizer_fingerprint,
 )
+from qa_finetune.runs.directory import write_json
 
 # Bump when the feature layout changes, so old caches are rebuilt. 2: byte-level BPE offsets
 # trimmed once, context offsets without edge whitespace.
@@ -191,7 +192,7 @@ def _write_atomically(
     for name, dataset in parts.items():
         if dataset is not None:
             dataset.save_to_disk(str(staging / name))
-    (staging / "prepare_report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json(staging / "prepare_report.json", report)
     if replace:
         shutil.rmtree(target, ignore_errors=True)
     try:

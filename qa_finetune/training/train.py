@@ -7,6 +7,7 @@ distribution strategy, fit epoch by epoch (validating, checkpointing), write the
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.lookup import CONFIG_FILE, load_run_config
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.training.prepare import PreparedData, check_model, prepare
 from qa_finetune.training.schedule import (
@@ -135,12 +137,11 @@ def _print_summary(
 
 def _write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     columns = ["epoch", "step", "minutes", "loss", "eval_loss", "exact_match", "f1"]
-    temporary = run_dir / "history.csv.tmp"
-    with temporary.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(history)
-    temporary.replace(run_dir / "history.csv")
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(history)
+    rundir.write_text_atomic(run_dir / "history.csv", text.getvalue())
 
 
 def _restore(
@@ -229,9 +230,7 @@ def train(
         rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
-        from qa_finetune.config import load_config
-
-        stored = load_config(run_dir / "config.yaml")
+        stored = load_run_config(run_dir)
         _check_resume_request(run_dir, stored, requested or {})
         config = stored
 
@@ -291,7 +290,7 @@ def _run(
     run_dir = claim.run_dir
     tokenizer = prepared.tokenizer
     optimizer = model.optimizer
-    rundir.write_text_atomic(run_dir / "config.yaml", config.to_yaml())
+    rundir.write_text_atomic(run_dir / CONFIG_FILE, config.to_yaml())
     rundir.remove_partial_checkpoints(run_dir)
     manager = tf.train.CheckpointManager(
         checkpoint, str(run_dir / rundir.CHECKPOINT_DIR), max_to_keep=1
