@@ -12,36 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_runs import tiny_run_config
 
 from qa_finetune.config import Config
-from qa_finetune.core.data import sample_data_path
 from qa_finetune.errors import QAFinetuneError
+
+# Two epochs at a high rate and frequent checkpoints: resume and checkpoint tests need them.
+TRAIN_DEFAULTS = {"epochs": 2, "learning_rate": 1e-3, "checkpoint_every_steps": 3}
 
 
 def tiny_config(model_dir: Path, output_dir: Path, **train: Any) -> Config:
-    return Config.from_dict(
-        {
-            "model": {"name_or_path": str(model_dir)},
-            "data": {
-                "train_file": str(sample_data_path("train")),
-                "validation_file": str(sample_data_path("validation")),
-                "max_train_samples": 16,
-                "max_eval_samples": 8,
-            },
-            "preprocess": {"max_length": 128, "stride": 32},
-            "train": {
-                "epochs": 2,
-                "batch_size": 8,
-                "learning_rate": 1e-3,
-                "checkpoint_every_steps": 3,
-                "output_dir": str(output_dir),
-                "run_name": "tiny",
-                "tensorboard": False,
-                **train,
-            },
-            "inference": {"batch_size": 16},
-        }
-    )
+    return tiny_run_config(model_dir, output_dir, **{**TRAIN_DEFAULTS, **train})
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +152,9 @@ def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path:
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from qa_finetune.modeling.loading import load_qa_model
         from pathlib import Path
-        from tests.test_train import tiny_config
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_train import tiny_config
         from qa_finetune.training.train import train
         before = load_qa_model(Path({str(tiny_model_dir)!r})).get_weights()
         config = tiny_config(Path({str(tiny_model_dir)!r}), Path({str(tmp_path)!r}),

@@ -13,32 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_runs import tiny_run_config
 
 from qa_finetune.config import Config
-from qa_finetune.core.data import sample_data_path
 from qa_finetune.errors import QAFinetuneError
 
 
 def tiny_config(model_dir: Path, output_dir: Path, **train: Any) -> Config:
-    return Config.from_dict(
-        {
-            "model": {"name_or_path": str(model_dir)},
-            "data": {
-                "train_file": str(sample_data_path("train")),
-                "validation_file": str(sample_data_path("validation")),
-                "max_train_samples": 24,
-                "max_eval_samples": 8,
-            },
-            "preprocess": {"max_length": 128, "stride": 32},
-            "train": {
-                "batch_size": 8,
-                "output_dir": str(output_dir),
-                "run_name": "options",
-                "tensorboard": False,
-                **train,
-            },
-            "inference": {"batch_size": 16},
-        }
+    return tiny_run_config(
+        model_dir, output_dir, train_samples=24, **{"run_name": "options", **train}
     )
 
 
