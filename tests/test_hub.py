@@ -296,6 +296,27 @@ def test_dry_run_stages_exactly_the_upload_folder(tmp_path: Path) -> None:
     assert snapshot(run_dir) == before
 
 
+def test_complete_exports_are_uploaded_with_public_settings(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path)
+    onnx = run_dir / "onnx"
+    onnx.mkdir()
+    (onnx / "model.onnx").write_bytes(b"onnx-graph")
+    (onnx / "model.int8.onnx").write_bytes(b"int8-graph")
+    settings = {"format": "onnx", "source": str(run_dir / "model"), "max_length": 384}
+    (onnx / "qa_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    # An export interrupted before its qa_config.json (or a stray folder) stays home.
+    (run_dir / "savedmodel").mkdir()
+    (run_dir / "savedmodel" / "saved_model.pb").write_bytes(b"partial")
+
+    result = push_run(run_dir, REPO_ID, dry_run=True, staging_dir=tmp_path / "staging")
+
+    exported = [f for f in result.files if f.startswith(("onnx/", "savedmodel/"))]
+    assert exported == ["onnx/model.int8.onnx", "onnx/model.onnx", "onnx/qa_config.json"]
+    assert (tmp_path / "staging" / "onnx" / "model.onnx").read_bytes() == b"onnx-graph"
+    staged = json.loads((tmp_path / "staging" / "onnx" / "qa_config.json").read_text())
+    assert staged == {**settings, "source": "model"}
+
+
 def test_dry_run_card_uses_eval_metrics(tmp_path: Path) -> None:
     result = push_run(make_run_dir(tmp_path), REPO_ID, dry_run=True, staging_dir=tmp_path / "s")
     front = yaml.safe_load(result.card.split("---\n")[1])
