@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import DataError, SplitReport, read_records, validate_records
+from qa_finetune.core.records import DataError, read_records
 from qa_finetune.core.summary import format_table
 from qa_finetune.core.textio import check_file, read_text
+from qa_finetune.core.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
