@@ -85,7 +85,7 @@ def load_examples(
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
-    from qa_finetune.core.windows import prepare_eval_features
+    from qa_finetune.core.labels import prepare_eval_features
 
     return examples.map(
         prepare_eval_features,
