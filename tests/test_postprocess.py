@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from qa_finetune.core import spans as postprocess
+from qa_finetune.core import span_search
 from qa_finetune.core.spans import (
     Span,
     best_spans,
@@ -436,9 +436,9 @@ def test_block_and_fallback_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None
         ).nbest
 
     expected = run()
-    monkeypatch.setattr(postprocess, "_BLOCK", 3)
+    monkeypatch.setattr(span_search, "_BLOCK", 3)
     assert run() == expected
-    monkeypatch.setattr(postprocess, "_pack", lambda *keys: None)
+    monkeypatch.setattr(span_search, "_pack", lambda *keys: None)
     assert run() == expected
     for i in ids:
         mine = [j for j, f in enumerate(feature_ids) if f == i]

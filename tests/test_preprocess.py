@@ -10,13 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qa_finetune.core.windows import (
-    PreprocessError,
+from qa_finetune.core.labels import (
     align_answer_span,
     prepare_eval_features,
     prepare_train_features,
-    window_spec,
 )
+from qa_finetune.core.windows import PreprocessError, window_spec
 
 WORDS = [
     "river",

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import DataError, SplitReport, read_records, validate_records
+from qa_finetune.core.records import DataError, read_records
 from qa_finetune.core.summary import format_table
 from qa_finetune.core.textio import check_file, read_text
+from qa_finetune.core.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
@@ -84,7 +85,7 @@ def load_examples(
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
-    from qa_finetune.core.windows import prepare_eval_features
+    from qa_finetune.core.labels import prepare_eval_features
 
     return examples.map(
         prepare_eval_features,

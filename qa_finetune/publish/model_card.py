@@ -3,14 +3,12 @@
 The card is YAML front matter (read by the Hub for the widget, search and the results panel)
 followed by a markdown body. Everything comes from ``config.yaml``, ``metrics.json`` and, when
 ``qa-finetune evaluate`` was run, ``eval/metrics.json``; a missing file leaves its part out
-rather than failing, so an interrupted run can still be described.
+rather than failing, so an interrupted run can still be described. This module writes the
+prose; the measurements, front matter and tables come from ``publish/card_data``.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,16 @@ import yaml
 
 from qa_finetune.config import DEFAULT_MODEL
 from qa_finetune.core.hub_ids import is_hub_id
+from qa_finetune.publish.card_data import (
+    Measurement,
+    data_label,
+    find_measurements,
+    front_matter,
+    number,
+    read_json,
+    recipe_table,
+    results_table,
+)
 from qa_finetune.publish.public_paths import public_values
 from qa_finetune.runs.lookup import recorded_config
 
@@ -25,38 +33,6 @@ from qa_finetune.runs.lookup import recorded_config
 KNOWN_BASE_MODELS = {DEFAULT_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
 
 DEFAULT_LICENSE = "apache-2.0"
-TAGS = ["question-answering", "extractive-qa", "tensorflow", "qa-finetune"]
-
-# A Hub model id: an optional namespace, then a name; no path-like prefixes.
-# File extensions that the `datasets` loaders know, by loader name (the model-index "type").
-_LOADER_BY_SUFFIX = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-_HELD_OUT = re.compile(r"^(.*) \((held-out [^)]*)\)$")
-# SQuAD v2 breakdowns from the official script (best_exact_thresh is a threshold, not a score).
-_BREAKDOWN_KEYS = ("HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact", "best_f1")
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One EM/F1 pair and the data it was measured on."""
-
-    source: str  # "evaluate" or "training"
-    exact_match: float
-    f1: float
-    dataset_name: str
-    dataset_type: str
-    dataset_config: str | None = None
-    dataset_split: str | None = None
-    examples: int | None = None
-    extra: tuple[tuple[str, float], ...] = ()
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path`` with local paths made public; empty when unreadable."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return public_values(value) if isinstance(value, dict) else {}
 
 
 def base_model_id(name_or_path: str | None) -> str | None:
@@ -65,148 +41,6 @@ def base_model_id(name_or_path: str | None) -> str | None:
         return None
     name = KNOWN_BASE_MODELS.get(name_or_path, name_or_path)
     return name if is_hub_id(name) else None
-
-
-def _dataset_ref(value: Any, data: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
-    """(name, type, config, split) for a data reference as written by train or evaluate."""
-    hub_name = data.get("dataset")
-    text = str(value) if value not in (None, "") else None
-    if text is None:
-        text = hub_name or data.get("validation_file") or data.get("train_file") or "unknown"
-    if hub_name and (text == hub_name or text.startswith(f"{hub_name}:")):
-        split = text.partition(":")[2] or data.get("validation_split")
-        return hub_name, hub_name, data.get("dataset_config"), split
-    # train's own validation split reads "<train file> (held-out 10%)".
-    held_out = _HELD_OUT.match(text)
-    path, split = (held_out.group(1), held_out.group(2)) if held_out else (text, None)
-    # Local files: only the file name goes on a public card, never the local path.
-    name = Path(path).name or path
-    return name, _LOADER_BY_SUFFIX.get(Path(path).suffix.lower(), "local"), None, split
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def find_measurements(run_dir: Path, config: dict[str, dict[str, Any]]) -> list[Measurement]:
-    """EM/F1 results of the run: ``eval/metrics.json`` first, then the training metrics."""
-    data = config.get("data", {})
-    found = []
-    sources = [
-        ("evaluate", _read_json(run_dir / "eval" / "metrics.json"), "data", "total"),
-        ("training", _read_json(run_dir / "metrics.json"), "eval_data", "eval_examples"),
-    ]
-    for source, metrics, data_key, count_key in sources:
-        em, f1 = _number(metrics.get("exact_match")), _number(metrics.get("f1"))
-        if em is None or f1 is None:
-            continue
-        name, kind, ds_config, split = _dataset_ref(metrics.get(data_key), data)
-        count = metrics.get(count_key)
-        # SQuAD v2 breakdowns (HasAns_exact, NoAns_f1, ...) are shown but not promoted.
-        extra = tuple(
-            (key, float(value))
-            for key, value in metrics.items()
-            if key in _BREAKDOWN_KEYS and _number(value) is not None
-        )
-        found.append(
-            Measurement(
-                source=source,
-                exact_match=em,
-                f1=f1,
-                dataset_name=name,
-                dataset_type=kind,
-                dataset_config=ds_config,
-                dataset_split=split,
-                examples=count if isinstance(count, int) and not isinstance(count, bool) else None,
-                extra=extra,
-            )
-        )
-    return found
-
-
-def _front_matter(
-    repo_id: str,
-    config: dict[str, dict[str, Any]],
-    measurement: Measurement | None,
-    license: str,
-    base: str | None,
-) -> dict[str, Any]:
-    """The metadata block the Hub reads."""
-    meta: dict[str, Any] = {"library_name": "transformers", "pipeline_tag": "question-answering"}
-    meta["license"] = license
-    if base:
-        meta["base_model"] = base
-    hub_dataset = config.get("data", {}).get("dataset")
-    if hub_dataset:
-        meta["datasets"] = [hub_dataset]
-    meta["language"] = ["en"]
-    meta["tags"] = list(TAGS)
-    if measurement is not None:
-        dataset: dict[str, Any] = {
-            "name": measurement.dataset_name,
-            "type": measurement.dataset_type,
-        }
-        if measurement.dataset_config:
-            dataset["config"] = measurement.dataset_config
-        if measurement.dataset_split:
-            dataset["split"] = measurement.dataset_split
-        result = {
-            "task": {"type": "question-answering", "name": "Extractive Question Answering"},
-            "dataset": dataset,
-            "metrics": [
-                {
-                    "type": "exact_match",
-                    "value": round(measurement.exact_match, 2),
-                    "name": "Exact Match",
-                },
-                {"type": "f1", "value": round(measurement.f1, 2), "name": "F1"},
-            ],
-        }
-        meta["model-index"] = [{"name": repo_id.rpartition("/")[2], "results": [result]}]
-    return meta
-
-
-def _cell(value: Any) -> str:
-    """A markdown table cell: YAML-style scalars, pipes escaped."""
-    if value is None:
-        text = "null"
-    elif isinstance(value, bool):
-        text = str(value).lower()
-    else:
-        text = str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _recipe_table(config: dict[str, dict[str, Any]]) -> list[str]:
-    lines = ["| key | value |", "|---|---|"]
-    for section, values in config.items():
-        for key, value in values.items():
-            lines.append(f"| `{section}.{key}` | {_cell(value)} |")
-    return lines
-
-
-def _data_label(m: Measurement) -> str:
-    return m.dataset_name + (f" ({m.dataset_split})" if m.dataset_split else "")
-
-
-def _results_table(measurements: list[Measurement]) -> list[str]:
-    lines = ["| measured by | data | examples | exact match | F1 |", "|---|---|---|---|---|"]
-    for m in measurements:
-        command = (
-            "`qa-finetune evaluate`" if m.source == "evaluate" else "validation during training"
-        )
-        data = _data_label(m)
-        examples = "" if m.examples is None else str(m.examples)
-        lines.append(
-            f"| {command} | {_cell(data)} | {examples} | {m.exact_match:.2f} | {m.f1:.2f} |"
-        )
-    extras = [(m.source, key, value) for m in measurements for key, value in m.extra]
-    if extras:
-        lines += ["", "| measured by | metric | value |", "|---|---|---|"]
-        lines += [f"| {source} | `{key}` | {value:.2f} |" for source, key, value in extras]
-    return lines
 
 
 def _summary(
@@ -241,14 +75,14 @@ def _summary(
         lines += [
             "",
             f"It reaches **{measurement.exact_match:.2f} exact match** and "
-            f"**{measurement.f1:.2f} F1** on {_data_label(measurement)}.",
+            f"**{measurement.f1:.2f} F1** on {data_label(measurement)}.",
         ]
     facts = []
-    if _number(training.get("epochs")) is not None:
+    if number(training.get("epochs")) is not None:
         facts.append(f"{training['epochs']:g} epochs")
     if isinstance(training.get("steps"), int):
         facts.append(f"{training['steps']} steps")
-    if _number(training.get("train_seconds")) is not None:
+    if number(training.get("train_seconds")) is not None:
         facts.append(f"{training['train_seconds'] / 60:.1f} minutes")
     if training.get("kept_model") == "last":
         facts.append("final weights kept")
@@ -352,7 +186,7 @@ def _usage(repo_id: str, has_pytorch: bool, has_tf: bool = True) -> list[str]:
 
 def _architecture(run_dir: Path) -> list[str]:
     """The model class and type from ``model/config.json`` (nothing when it is unreadable)."""
-    model_config = _read_json(run_dir / "model" / "config.json")
+    model_config = read_json(run_dir / "model" / "config.json")
     architectures = model_config.get("architectures")
     if not isinstance(architectures, list) or not architectures:
         return []
@@ -369,11 +203,11 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     base = base_model_id(raw_config.get("model", {}).get("name_or_path"))
     # The whole card is public: the recipe holds local data and output paths.
     config = public_values(raw_config)
-    training = _read_json(run_dir / "metrics.json")
+    training = read_json(run_dir / "metrics.json")
     measurements = find_measurements(run_dir, config)
     headline = measurements[0] if measurements else None
 
-    meta = _front_matter(repo_id, config, headline, license, base)
+    meta = front_matter(repo_id, config, headline, license, base)
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     body = [f"# {repo_id.rpartition('/')[2]}", ""]
     body += _summary(repo_id, config, training, headline, base)
@@ -381,12 +215,12 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     body += ["", "## Training recipe", ""]
     if config:
         body += ["The resolved configuration of the run (`training/config.yaml`):", ""]
-        body += _recipe_table(config)
+        body += recipe_table(config)
     else:
         body.append("The run directory had no `config.yaml`.")
     body += ["", "## Results", ""]
     if measurements:
-        body += _results_table(measurements)
+        body += results_table(measurements)
     else:
         body.append("No evaluation metrics were found in the run directory.")
     body += ["", "## Intended use and limitations", ""]

@@ -16,13 +16,9 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
+from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.core.metrics import normalize_answer
-from qa_finetune.core.windows import (
-    WindowSpec,
-    prepare_eval_features,
-    prepare_train_features,
-    window_spec,
-)
+from qa_finetune.core.windows import WindowSpec, window_spec
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.reference import (
     check_qa_head,

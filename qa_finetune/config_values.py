@@ -1,0 +1,119 @@
+"""Single config values and files: the one-line ``ConfigError``, range checks, a value checked
+against its field's type, a YAML config file read, a ``--set`` assignment parsed, nested values
+merged. ``config`` builds its sections and the resolved config on these.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from qa_finetune.errors import QAFinetuneError
+
+
+class ConfigError(QAFinetuneError):
+    """A configuration key is unknown, mistyped or out of range."""
+
+
+def check(condition: bool, key: str, message: str) -> None:
+    """Raise ``ConfigError`` naming ``key`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(f"config key '{key}': {message}")
+
+
+# (condition, key, message) of each check of a section, in order, made lazily.
+Checks = Iterator[tuple[bool, str, str]]
+
+
+def choice(key: str, value: str, allowed: tuple[str, ...]) -> tuple[bool, str, str]:
+    """The check that ``value`` is one of ``allowed``."""
+    names = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
+    return value in allowed, key, f"must be {names}, got {value!r}"
+
+
+def check_all(checks: Checks) -> None:
+    """Raise for the first failing (condition, key, message); later ones are not evaluated,
+    so a check may rely on the ones before it."""
+    for condition, key, message in checks:
+        check(condition, key, message)
+
+
+_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def coerce_value(value: Any, annotation: Any, key: str) -> Any:
+    """Check ``value`` against a field annotation; ints are accepted where floats are."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return coerce_value(value, option, key)
+            except ConfigError:
+                continue
+        names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
+        raise ConfigError(f"config key '{key}': expected {names}, got {value!r}")
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        # YAML 1.1 reads 1e-4 (no dot) as a string; it is the float people mean.
+        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+            return float(value)
+    elif annotation is str and isinstance(value, str):
+        return value
+    raise ConfigError(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
+
+
+def read_yaml(path: Path) -> Mapping[str, Any]:
+    """The nested values of a YAML config file, with one-line errors."""
+    from qa_finetune.core.textio import read_text
+
+    text = read_text(path, "config file", "--config", ConfigError)
+    try:
+        values = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"config file {path} is not valid YAML: {exc}".replace("\n", " ")
+        ) from exc
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"config file {path} must hold a mapping of sections (model, data, ...)")
+    return values
+
+
+def merge_sections(into: dict[str, Any], values: Mapping[str, Any]) -> None:
+    """Merge nested ``values`` into ``into``, section by section; later values win."""
+    for section, section_values in values.items():
+        current = into.get(section)
+        if isinstance(current, Mapping) and isinstance(section_values, Mapping):
+            into[section] = {**current, **section_values}
+        else:
+            into[section] = section_values
+
+
+def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
+    """Turn ``section.key=value`` into a nested dict; the value is parsed as YAML."""
+    name, sep, raw = assignment.partition("=")
+    section, dot, key = name.strip().partition(".")
+    if not sep or not dot or not section or not key:
+        raise ConfigError(f"--set expects section.key=value, got {assignment!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {name}: value {raw!r} is not valid YAML") from exc
+    return {section: {key: value}}

@@ -1,0 +1,200 @@
+"""Read question-answering records from local files and Hub splits.
+
+Every format (official nested SQuAD JSON, a JSON list, JSON Lines, CSV, Parquet, a Hub split)
+becomes flat records with the standard keys
+``id, title, context, question, answers{text, answer_start}, is_impossible``; a record missing
+a required field carries a ``problem`` that validation counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.config import DataConfig
+from qa_finetune.core.textio import check_file, read_text
+from qa_finetune.errors import QAFinetuneError
+
+FLAT_SUFFIXES = {".jsonl", ".csv", ".parquet", ".json"}
+
+
+class DataError(QAFinetuneError):
+    """The data cannot be read or has no usable examples."""
+
+
+def _is_nested_squad(payload: Any) -> bool:
+    return (
+        isinstance(payload, Mapping)
+        and isinstance(payload.get("data"), list)
+        and all(isinstance(a, Mapping) and "paragraphs" in a for a in payload["data"][:5])
+    )
+
+
+def _flatten_squad(payload: Mapping[str, Any], path: Path) -> Iterator[dict[str, Any]]:
+    """Yield one flat record per question of an official nested SQuAD file."""
+    for article_index, article in enumerate(payload["data"]):
+        title = article.get("title", "")
+        paragraphs = article.get("paragraphs")
+        if not isinstance(paragraphs, list):
+            raise DataError(f"{path}: article {article_index} has no 'paragraphs' list")
+        for paragraph in paragraphs:
+            context = paragraph.get("context")
+            for qa in paragraph.get("qas", []):
+                answers = qa.get("answers") or []
+                yield {
+                    "id": qa.get("id"),
+                    "title": title,
+                    "context": context,
+                    "question": qa.get("question"),
+                    "answers": {
+                        "text": [a.get("text") for a in answers if isinstance(a, Mapping)],
+                        "answer_start": [
+                            a.get("answer_start") for a in answers if isinstance(a, Mapping)
+                        ],
+                    },
+                    "is_impossible": bool(qa.get("is_impossible", False)),
+                }
+
+
+def _normalise_answers(value: Any) -> dict[str, list[Any]]:
+    """Accept answers as a dict of lists, a list of dicts, a JSON string, or one dict."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
+    if value is None:
+        return {"text": [], "answer_start": []}
+    if isinstance(value, Mapping):
+        text, start = value.get("text", []), value.get("answer_start", [])
+        if not isinstance(text, (list, tuple)) and text is not None and not hasattr(text, "tolist"):
+            text, start = [text], [start]
+        text = list(text.tolist() if hasattr(text, "tolist") else text or [])
+        start = list(start.tolist() if hasattr(start, "tolist") else start or [])
+        return {"text": text, "answer_start": start}
+    if isinstance(value, (list, tuple)):
+        return {
+            "text": [a.get("text") for a in value if isinstance(a, Mapping)],
+            "answer_start": [a.get("answer_start") for a in value if isinstance(a, Mapping)],
+        }
+    return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
+
+
+def _json_lines(path: Path, text: str) -> list[dict[str, Any]]:
+    rows = []
+    for line_number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it"
+            ) from None
+        if not isinstance(row, Mapping):
+            raise DataError(f"{path}:{line_number}: each line must be a JSON object")
+        rows.append(dict(row))
+    return rows
+
+
+def _read_flat_rows(path: Path) -> list[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json"):
+        return _json_lines(path, read_text(path, "data file", error=DataError))
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    except Exception as exc:  # pandas raises many types for unreadable files
+        raise DataError(f"cannot read {path}: {exc}".splitlines()[0]) from exc
+    return frame.to_dict(orient="records")
+
+
+def _looks_like_json_lines(text: str) -> bool:
+    """A .json file that holds JSON Lines: its first line alone is a JSON object."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), Mapping)
+    except json.JSONDecodeError:
+        return False
+
+
+def read_records(path: Path, config: DataConfig) -> list[dict[str, Any]]:
+    """Read one local file into flat records with the standard column names."""
+    check_file(path, "data file", "--train-file or --validation-file", DataError)
+    suffix = path.suffix.lower()
+    if suffix not in FLAT_SUFFIXES:
+        raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
+    if suffix == ".json":
+        text = read_text(path, "data file", error=DataError)
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if not _looks_like_json_lines(text):
+                raise DataError(
+                    f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
+                    "fix the file at that line and column"
+                ) from None
+            return _rename_all(_json_lines(path, text), config, path)
+        if _is_nested_squad(payload):
+            return list(_flatten_squad(payload, path))
+        if isinstance(payload, list):
+            rows = payload
+        elif isinstance(payload, Mapping) and isinstance(payload.get("data"), list):
+            rows = payload["data"]
+        else:
+            raise DataError(
+                f"{path}: JSON is neither SQuAD ('data' -> 'paragraphs') nor a list of examples"
+            )
+        for number, row in enumerate(rows, 1):
+            if not isinstance(row, Mapping):
+                raise DataError(f"{path}: example {number} is {type(row).__name__}, not an object")
+        return _rename_all([dict(r) for r in rows], config, path)
+    return _rename_all(_read_flat_rows(path), config, path)
+
+
+def _rename_all(rows: list[dict[str, Any]], config: DataConfig, path: Path) -> list[dict[str, Any]]:
+    """Standard column names for every row. A required column absent from every row is an
+    error (a naming problem); absent from some rows, those records are dropped and counted."""
+    for required in ("context", "question"):
+        column = getattr(config, f"{required}_column")
+        if rows and not any(column in row for row in rows):
+            raise DataError(
+                f"{path}: missing column '{column}' "
+                f"(found: {', '.join(map(str, rows[0]))}); "
+                f"rename it or set --set data.{required}_column=NAME"
+            )
+    return [_rename_columns(row, config, path, number) for number, row in enumerate(rows, 1)]
+
+
+def _rename_columns(
+    row: dict[str, Any], config: DataConfig, path: Path, number: int
+) -> dict[str, Any]:
+    columns = {
+        "id": config.id_column,
+        "title": config.title_column,
+        "context": config.context_column,
+        "question": config.question_column,
+        "answers": config.answers_column,
+    }
+    record = {name: row.get(source) for name, source in columns.items()}
+    record["answers"] = _normalise_answers(record["answers"])
+    record["is_impossible"] = bool(row.get("is_impossible", False))
+    missing = [columns[key] for key in ("context", "question") if columns[key] not in row]
+    if missing:
+        record["problem"] = (f"record {number} of {path.name}", f"no '{missing[0]}' field")
+    return record
+
+
+def hub_records(split: Any) -> Iterable[dict[str, Any]]:
+    for row in split:
+        yield {
+            "id": row.get("id"),
+            "title": row.get("title", ""),
+            "context": row.get("context"),
+            "question": row.get("question"),
+            "answers": _normalise_answers(row.get("answers")),
+            "is_impossible": False,
+        }

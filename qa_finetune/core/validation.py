@@ -1,0 +1,140 @@
+"""Validate flat question-answering records: keep the usable ones, repair answer offsets
+where the intent is clear, and count everything dropped, so nothing fails later in
+tokenization because of a bad example."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# How far (in characters) a wrong answer_start may be from the real occurrence to be repaired.
+REPAIR_WINDOW_CHARS = 64
+
+
+@dataclass
+class SplitReport:
+    """What validation did to one split."""
+
+    examples_read: int = 0
+    examples_kept: int = 0
+    answers_repaired: int = 0
+    examples_dropped: int = 0
+    unanswerable: int = 0
+    drop_reasons: Counter[str] = field(default_factory=Counter)
+    # A few dropped examples, so the user can find and fix them.
+    samples: list[str] = field(default_factory=list)
+
+    def drop(self, example_id: str, reason: str) -> None:
+        self.examples_dropped += 1
+        self.drop_reasons[reason] += 1
+        if len(self.samples) < 5:
+            self.samples.append(f"{example_id}: {reason}")
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["drop_reasons"] = dict(self.drop_reasons)
+        return values
+
+
+def _locate_answer(context: str, text: str, start: Any) -> tuple[int | None, bool]:
+    """Return (fixed start, repaired?) for an answer, or (None, False) when it cannot be found."""
+    if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
+        if context[start : start + len(text)] == text:
+            return start, False
+    elif isinstance(start, float) and start.is_integer() and context[int(start) :].startswith(text):
+        return int(start), False
+    occurrences = []
+    position = context.find(text)
+    while position != -1:
+        occurrences.append(position)
+        position = context.find(text, position + 1)
+    if len(occurrences) == 1:
+        return occurrences[0], True
+    if occurrences and isinstance(start, (int, float)) and not isinstance(start, bool):
+        nearest = min(occurrences, key=lambda p: abs(p - start))
+        if abs(nearest - start) <= REPAIR_WINDOW_CHARS:
+            return nearest, True
+    return None, False
+
+
+def _drop_reason(
+    record: dict[str, Any], example_id: str, seen_ids: set[str]
+) -> tuple[str, str] | None:
+    """(id as reported, reason) when a record cannot be kept whatever its answers."""
+    if record.get("problem"):
+        where, reason = record["problem"]
+        return f"{example_id} ({where})", reason
+    if example_id in seen_ids:
+        return example_id, "duplicated id"
+    context, question = record.get("context"), record.get("question")
+    if not isinstance(context, str) or not context.strip():
+        return example_id, "empty or missing context"
+    if not isinstance(question, str) or not question.strip():
+        return example_id, "empty or missing question"
+    if record["answers"].get("malformed"):
+        return example_id, "malformed answers field"
+    return None
+
+
+def _located_answers(
+    context: str, answers: dict[str, list[Any]]
+) -> tuple[list[str], list[int], bool]:
+    """(texts, starts, any repaired?) of the answers found in ``context``, trimmed."""
+    texts, starts = [], []
+    repaired = False
+    for text, start in zip(answers["text"], answers["answer_start"], strict=False):
+        if not isinstance(text, str) or not text.strip():
+            continue
+        # Whitespace around an answer only moves its token boundaries; trim it.
+        stripped = text.strip()
+        if isinstance(start, (int, float)) and not isinstance(start, bool):
+            start = start + (len(text) - len(text.lstrip()))
+        fixed, was_repaired = _locate_answer(context, stripped, start)
+        if fixed is None:
+            continue
+        repaired |= was_repaired
+        texts.append(stripped)
+        starts.append(fixed)
+    return texts, starts, repaired
+
+
+def validate_records(
+    records: Iterable[dict[str, Any]], version_2: bool, report: SplitReport
+) -> list[dict[str, Any]]:
+    """Keep usable examples, repair offsets where unambiguous, count everything else."""
+    kept: list[dict[str, Any]] = []
+    seen_ids: set[str] = set()
+    for index, record in enumerate(records):
+        report.examples_read += 1
+        raw_id = record.get("id")
+        example_id = str(raw_id) if raw_id not in (None, "") else f"example-{index}"
+        dropped = _drop_reason(record, example_id, seen_ids)
+        if dropped is not None:
+            report.drop(*dropped)
+            continue
+        context, answers = record["context"], record["answers"]
+        texts, starts, repaired = _located_answers(context, answers)
+        had_answers = any(isinstance(t, str) and t.strip() for t in answers["text"])
+        if not texts:
+            if had_answers:
+                report.drop(example_id, "answer not found in context")
+                continue
+            if not version_2:
+                report.drop(example_id, "no answer (set data.version_2_with_negative to keep)")
+                continue
+            report.unanswerable += 1
+        report.answers_repaired += int(repaired)
+        seen_ids.add(example_id)
+        kept.append(
+            {
+                "id": example_id,
+                "title": str(record.get("title") or ""),
+                "context": context,
+                "question": record["question"],
+                "answers": {"text": texts, "answer_start": starts},
+            }
+        )
+    report.examples_kept = len(kept)
+    return kept
