@@ -315,6 +315,9 @@ def test_complete_exports_are_uploaded_with_public_settings(tmp_path: Path) -> N
     assert (tmp_path / "staging" / "onnx" / "model.onnx").read_bytes() == b"onnx-graph"
     staged = json.loads((tmp_path / "staging" / "onnx" / "qa_config.json").read_text())
     assert staged == {**settings, "source": "model"}
+    assert "`onnx/` holds `model.onnx`" in result.card
+    assert "`model.int8.onnx` (int8 weights)" in result.card
+    assert "savedmodel/" not in result.card  # the incomplete export is neither sent nor named
 
 
 def test_dry_run_card_uses_eval_metrics(tmp_path: Path) -> None:

@@ -234,4 +234,32 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     # A run without model/ (a card previewed early) gets the TensorFlow snippet, as before.
     has_tf = (model_dir / "tf_model.h5").is_file() or not has_pytorch
     body += ["", "## How to use", "", *_usage(repo_id, has_pytorch, has_tf)]
+    body += _export_notes(run_dir)
     return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
+
+
+def _export_notes(run_dir: Path) -> list[str]:
+    """What the uploaded ``onnx/`` and ``savedmodel/`` folders hold (complete exports only,
+    as ``push`` uploads them)."""
+    lines: list[str] = []
+    onnx = run_dir / "onnx"
+    if (onnx / "qa_config.json").is_file():
+        int8 = (
+            " and `model.int8.onnx` (int8 weights)" if (onnx / "model.int8.onnx").is_file() else ""
+        )
+        lines += [
+            "",
+            f"`onnx/` holds `model.onnx` (opset 17, dynamic batch and length){int8}, the "
+            "tokenizer and `qa_config.json` (window, stride and decoding settings, special-token "
+            "positions): `qa-finetune ask` runs it with ONNX Runtime, without TensorFlow, when "
+            "given the downloaded `onnx/` folder as `--model`.",
+        ]
+    if (run_dir / "savedmodel" / "qa_config.json").is_file():
+        lines += [
+            "",
+            "`savedmodel/` is a TensorFlow SavedModel for TF Serving: signature "
+            "`serving_default` takes int32 `input_ids`, `attention_mask` (and `token_type_ids` "
+            "where the model has them), shape [batch, length], and returns `start_logits` and "
+            "`end_logits`; `qa_config.json` says how to window and decode.",
+        ]
+    return lines
