@@ -12,7 +12,8 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from importlib import resources
 from typing import Annotated, Any
 
@@ -21,64 +22,21 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.serving.batcher import BatcherClosed
 from qa_finetune.serving.metrics import ServeMetrics
+from qa_finetune.serving.schemas import (
+    AnswerRequest,
+    AnswerResponse,
+    BatchResponse,
+    ErrorResponse,
+)
 from qa_finetune.serving.service import AnswerService
 
 log = logging.getLogger("qa_finetune.serving.command")
 API_ROUTES = ("/v1/answer", "/v1/answer:batch")
-
-
-class AnswerRequest(BaseModel):
-    """One question about one context."""
-
-    question: str = Field(description="The question.", examples=["Who designed the bridge?"])
-    context: str = Field(
-        description="The text that holds the answer; any length up to the server's limit.",
-        examples=["The bridge was designed by Alma Stroud and opened in 1931."],
-    )
-    top_k: int = Field(1, ge=1, le=20, description="How many ranked answers to return.")
-    allow_no_answer: bool = Field(
-        False, description='Return "" when the no-answer score wins (SQuAD v2 models).'
-    )
-
-    @field_validator("question", "context")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value
-
-
-class Answer(BaseModel):
-    answer: str = Field(description="Exactly context[start:end].")
-    score: float = Field(description="Probability among the candidate spans.")
-    start: int = Field(description="Character offset of the answer in the context.")
-    end: int = Field(description="Character offset just past the answer.")
-
-
-class AnswerResponse(BaseModel):
-    answers: list[Answer] = Field(description="Best first.")
-    model: str
-    took_ms: float
-
-
-class BatchItem(BaseModel):
-    answers: list[Answer]
-
-
-class BatchResponse(BaseModel):
-    results: list[BatchItem] = Field(description="One per request, in order.")
-    model: str
-    took_ms: float
-
-
-class ErrorResponse(BaseModel):
-    error: str
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -135,10 +93,31 @@ def _offline_docs(app: FastAPI, files: str) -> None:
 
 def create_app(service: AnswerService) -> FastAPI:
     """The app around a loaded service; the lifespan starts (warms) and stops it."""
-    settings = service.settings
     metrics = ServeMetrics(lambda: service.batcher.depth)
     service.batcher.on_batch = metrics.observe_batch
     page = _page()
+    docs_files = _swagger_ui_files()
+    app = FastAPI(
+        title="qa-finetune",
+        description="Extractive question answering: the answer is always a span of the context.",
+        version="1",
+        lifespan=_lifespan(service),
+        # FastAPI's own /docs page loads its scripts from a CDN: used only without the bundle.
+        docs_url=None if docs_files else "/docs",
+        redoc_url=None,
+    )
+    if docs_files:
+        _offline_docs(app, docs_files)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    _add_request_metrics(app, metrics, _body_limits(service))
+    _add_answer_routes(app, service)
+    _add_status_routes(app, service, metrics)
+    _add_page(app, page)
+    return app
+
+
+def _lifespan(service: AnswerService) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start (warm) the service when the server starts; stop it when the server stops."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -147,19 +126,27 @@ def create_app(service: AnswerService) -> FastAPI:
         # In-flight requests are done by now (the server waits for them); stop the worker.
         await run_in_threadpool(service.close)
 
-    docs_files = _swagger_ui_files()
-    app = FastAPI(
-        title="qa-finetune",
-        description="Extractive question answering: the answer is always a span of the context.",
-        version="1",
-        lifespan=lifespan,
-        # FastAPI's own /docs page loads its scripts from a CDN: used only without the bundle.
-        docs_url=None if docs_files else "/docs",
-        redoc_url=None,
-    )
-    if docs_files:
-        _offline_docs(app, docs_files)
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    return lifespan
+
+
+def _body_limits(service: AnswerService) -> dict[str, int]:
+    """The largest body each answer route can accept, in bytes."""
+    settings = service.settings
+    # A JSON string takes at most 6 bytes per character (\uXXXX); 64 KiB for the rest.
+    item_bytes = 6 * settings.max_context_chars + 65_536
+    return {API_ROUTES[0]: item_bytes, API_ROUTES[1]: item_bytes * settings.max_batch_items}
+
+
+def _body_too_large(request: Request, limit: int | None) -> JSONResponse | None:
+    """413 before reading a body that cannot hold an acceptable request."""
+    declared = request.headers.get("content-length", "")
+    if limit is None or not declared.isdigit() or int(declared) <= limit:
+        return None
+    return _error(413, f"request body is {declared} bytes, over this server's limit of {limit}")
+
+
+def _add_request_metrics(app: FastAPI, metrics: ServeMetrics, body_limits: dict[str, int]) -> None:
+    """Count and time every request by route; turn away oversized bodies unread."""
 
     @app.middleware("http")
     async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Any:
@@ -169,77 +156,81 @@ def create_app(service: AnswerService) -> FastAPI:
         metrics.in_flight.inc()
         status = 500
         try:
-            response = body_too_large(request, route) or await call_next(request)
+            too_large = _body_too_large(request, body_limits.get(route))
+            response = too_large or await call_next(request)
             status = response.status_code
             return response
         finally:
             metrics.in_flight.dec()
             metrics.observe_request(route, status, time.perf_counter() - began)
 
-    # A JSON string takes at most 6 bytes per character (\uXXXX); 64 KiB for the rest.
-    item_bytes = 6 * settings.max_context_chars + 65_536
-    body_limits = {API_ROUTES[0]: item_bytes, API_ROUTES[1]: item_bytes * settings.max_batch_items}
 
-    def body_too_large(request: Request, route: str) -> JSONResponse | None:
-        """413 before reading a body that cannot hold an acceptable request."""
-        declared = request.headers.get("content-length", "")
-        limit = body_limits.get(route)
-        if limit is None or not declared.isdigit() or int(declared) <= limit:
-            return None
-        return _error(413, f"request body is {declared} bytes, over this server's limit of {limit}")
+async def _answer_one(
+    service: AnswerService, item: AnswerRequest, where: str
+) -> list[dict[str, Any]]:
+    """Window (in a worker thread), wait for the shared forward pass, decode."""
+    try:
+        future = await run_in_threadpool(
+            service.submit, item.question, item.context, item.top_k, item.allow_no_answer
+        )
+    except QAFinetuneError as exc:
+        raise QAFinetuneError(f"{where}{exc}") from exc
+    return await asyncio.wrap_future(future)
 
-    async def answer_one(item: AnswerRequest, where: str) -> list[dict[str, Any]]:
-        """Window (in a worker thread), wait for the shared forward pass, decode."""
-        try:
-            future = await run_in_threadpool(
-                service.submit, item.question, item.context, item.top_k, item.allow_no_answer
+
+def _too_long(items: list[AnswerRequest], max_context_chars: int) -> JSONResponse | None:
+    """413 naming the first context over the server's limit; None when all fit."""
+    for number, item in enumerate(items):
+        if len(item.context) > max_context_chars:
+            where = f"request {number}: " if len(items) > 1 else ""
+            return _error(
+                413,
+                f"{where}context is {len(item.context)} characters, over this server's "
+                f"limit of {max_context_chars} (--max-context-chars)",
             )
-        except QAFinetuneError as exc:
-            raise QAFinetuneError(f"{where}{exc}") from exc
-        return await asyncio.wrap_future(future)
+    return None
 
-    def too_long(items: list[AnswerRequest]) -> JSONResponse | None:
-        for number, item in enumerate(items):
-            if len(item.context) > settings.max_context_chars:
-                where = f"request {number}: " if len(items) > 1 else ""
-                return _error(
-                    413,
-                    f"{where}context is {len(item.context)} characters, over this server's "
-                    f"limit of {settings.max_context_chars} (--max-context-chars)",
-                )
-        return None
 
-    async def answer_all(items: list[AnswerRequest]) -> list[list[dict[str, Any]]] | JSONResponse:
-        try:
-            where = (f"request {n}: " if len(items) > 1 else "" for n in range(len(items)))
-            return list(await asyncio.gather(*map(answer_one, items, where)))
-        except QAFinetuneError as exc:  # input the model cannot take (a question too long)
-            return _error(422, str(exc))
-        except BatcherClosed as exc:
-            return _error(503, str(exc))
-        except Exception as exc:  # the model failed on this request; others are unaffected
-            log.exception("answering failed")
-            return _error(500, f"answering failed: {type(exc).__name__}: {exc}")
+async def _answer_all(
+    service: AnswerService, items: list[AnswerRequest]
+) -> list[list[dict[str, Any]]] | JSONResponse:
+    """Every request's answers, in order, or the error response for the whole call."""
+    try:
+        where = (f"request {n}: " if len(items) > 1 else "" for n in range(len(items)))
+        return list(await asyncio.gather(*map(partial(_answer_one, service), items, where)))
+    except QAFinetuneError as exc:  # input the model cannot take (a question too long)
+        return _error(422, str(exc))
+    except BatcherClosed as exc:
+        return _error(503, str(exc))
+    except Exception as exc:  # the model failed on this request; others are unaffected
+        log.exception("answering failed")
+        return _error(500, f"answering failed: {type(exc).__name__}: {exc}")
 
-    error_responses: dict[int | str, dict[str, Any]] = {
-        413: {"model": ErrorResponse, "description": "A context over the size limit."},
-        422: {"model": ErrorResponse, "description": "Malformed or incomplete request."},
-    }
 
-    @app.post("/v1/answer", response_model=AnswerResponse, responses=error_responses)
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorResponse, "description": "A context over the size limit."},
+    422: {"model": ErrorResponse, "description": "Malformed or incomplete request."},
+}
+
+
+def _add_answer_routes(app: FastAPI, service: AnswerService) -> None:
+    """``POST /v1/answer`` (one request) and ``POST /v1/answer:batch`` (a list of them)."""
+    settings = service.settings
+
+    @app.post("/v1/answer", response_model=AnswerResponse, responses=ERROR_RESPONSES)
     async def answer(item: AnswerRequest) -> Any:
         """The best ``top_k`` answers to a question, as spans of its context."""
         began = time.perf_counter()
-        failed = too_long([item])
+        failed = _too_long([item], settings.max_context_chars)
         if failed is not None:
             return failed
-        result = await answer_all([item])
+        result = await _answer_all(service, [item])
         if isinstance(result, JSONResponse):
             return result
         took = (time.perf_counter() - began) * 1000
         return {"answers": result[0], "model": settings.model_name, "took_ms": round(took, 3)}
 
-    @app.post("/v1/answer:batch", response_model=BatchResponse, responses=error_responses)
+    @app.post("/v1/answer:batch", response_model=BatchResponse, responses=ERROR_RESPONSES)
     async def answer_batch(items: Annotated[list[AnswerRequest], Body()]) -> Any:
         """Several questions at once (a JSON list of answer requests), answered together."""
         began = time.perf_counter()
@@ -249,10 +240,10 @@ def create_app(service: AnswerService) -> FastAPI:
                 f"{len(items)} requests in one batch, over the limit of "
                 f"{settings.max_batch_items}: split the list",
             )
-        failed = too_long(items)
+        failed = _too_long(items, settings.max_context_chars)
         if failed is not None:
             return failed
-        result = await answer_all(items)
+        result = await _answer_all(service, items)
         if isinstance(result, JSONResponse):
             return result
         took = (time.perf_counter() - began) * 1000
@@ -261,6 +252,11 @@ def create_app(service: AnswerService) -> FastAPI:
             "model": settings.model_name,
             "took_ms": round(took, 3),
         }
+
+
+def _add_status_routes(app: FastAPI, service: AnswerService, metrics: ServeMetrics) -> None:
+    """``/healthz`` (up), ``/readyz`` (loaded and warmed) and ``/metrics`` (Prometheus)."""
+    settings = service.settings
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -280,8 +276,10 @@ def create_app(service: AnswerService) -> FastAPI:
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+
+def _add_page(app: FastAPI, page: str) -> None:
+    """``/``: the page to try the model."""
+
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
-
-    return app

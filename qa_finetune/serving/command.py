@@ -142,7 +142,14 @@ def serve(
             **options,
         )
         return
-    server = uvicorn.Server(uvicorn.Config(build_app(reference, backend, settings), **options))
+    _run_until_stopped(build_app(reference, backend, settings), options)
+
+
+def _run_until_stopped(app: Any, options: dict[str, Any]) -> None:
+    """Serve ``app`` in this process until SIGTERM/Ctrl-C; a failed start is an error."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, **options))
     # uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the
     # default action (death by signal, exit status 143). A handler that does nothing turns
     # that second delivery into a normal exit 0: the service stopped as it was asked to.
@@ -152,4 +159,5 @@ def serve(
     finally:
         signal.signal(signal.SIGTERM, previous)
     if not server.started:
+        host, port = options["host"], options["port"]
         raise ServeError(f"the server did not start on {host}:{port} (see the log above)")

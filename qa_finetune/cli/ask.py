@@ -1,0 +1,174 @@
+"""``qa-finetune ask``: answer one question, or a JSON Lines file of them (``--batch``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from qa_finetune.cli.context_input import read_context
+from qa_finetune.cli.native_logs import import_tensorflow_quietly
+from qa_finetune.cli.options import (
+    AllowUntrainedOption,
+    BackendOption,
+    MaxLengthOption,
+    OutputDirOption,
+    StrideOption,
+    friendly_errors,
+)
+from qa_finetune.errors import QAFinetuneError
+
+if TYPE_CHECKING:
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+QuestionArgument = Annotated[str | None, typer.Argument(help="The question.")]
+ContextOption = Annotated[str | None, typer.Option("--context", help="Context text.")]
+ContextFileOption = Annotated[
+    Path | None, typer.Option("--context-file", help="Read the context from a file.")
+]
+AskModelOption = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Run dir, model dir or Hub id (default: latest run)."),
+]
+TopKOption = Annotated[int, typer.Option("--top-k", min=1, help="Number of answers.")]
+MaxAnswerLengthOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Longest answer, tokens (default: the run's setting, else 30)."),
+]
+AllowNoAnswerOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-no-answer",
+        help="Return '' when the question looks unanswerable (SQuAD v2), by the same rule "
+        "and inference.null_score_diff_threshold as evaluate.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+BatchOption = Annotated[
+    Path | None,
+    typer.Option("--batch", help="JSON Lines of {question, context[, id]}: answer them all."),
+]
+BatchOutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Where --batch writes answers (JSONL).")
+]
+SkipErrorsOption = Annotated[
+    bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
+]
+
+
+@friendly_errors
+def ask(
+    question: QuestionArgument = None,
+    context: ContextOption = None,
+    context_file: ContextFileOption = None,
+    model: AskModelOption = None,
+    top_k: TopKOption = 1,
+    max_answer_length: MaxAnswerLengthOption = None,
+    max_length: MaxLengthOption = None,
+    stride: StrideOption = None,
+    allow_no_answer: AllowNoAnswerOption = False,
+    as_json: JsonOption = False,
+    batch: BatchOption = None,
+    output: BatchOutputOption = None,
+    skip_errors: SkipErrorsOption = False,
+    output_dir: OutputDirOption = None,
+    allow_untrained_head: AllowUntrainedOption = False,
+    backend: BackendOption = "auto",
+) -> None:
+    """Answer a question from a context of any length."""
+    # The input is read and checked before the model loads, so a mistake fails at once.
+    text, parsed = "", None
+    if batch is not None:
+        parsed = _read_batch(batch, skip_errors)
+    else:
+        text = _read_pair(question, context, context_file)
+    answerer = _load_answerer(
+        model,
+        output_dir,
+        backend,
+        max_length=max_length,
+        stride=stride,
+        max_answer_length=max_answer_length,
+        warn_untrained_head=not allow_untrained_head,
+    )
+    if batch is not None:
+        settings = {"top_k": top_k, "handle_impossible_answer": allow_no_answer}
+        _answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
+        return
+    assert question is not None  # checked above
+    answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
+    _print_answers(answers, top_k, as_json)
+
+
+def _read_batch(batch: Path, skip_errors: bool) -> tuple[list[Any], int]:
+    """Every line of the batch file, read and checked; an error when all were skipped."""
+    from qa_finetune.inference.batch_files import read_batch_file
+
+    parsed = read_batch_file(batch, skip_errors)
+    if parsed[1] and not parsed[0]:
+        raise QAFinetuneError(
+            f"all {parsed[1]} lines of {batch} were skipped: fix them (see above)"
+        )
+    return parsed
+
+
+def _read_pair(question: str | None, context: str | None, context_file: Path | None) -> str:
+    """The context of one question, both checked."""
+    from qa_finetune.inference.inputs import check_pair
+
+    if question is None:
+        raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --context TEXT')
+    text = read_context(context, context_file)
+    check_pair(question, text)
+    return text
+
+
+def _load_answerer(
+    model: str | None, output_dir: str | None, backend: str, **settings: Any
+) -> QuestionAnswerer:
+    """The model (default: the latest run under ``output_dir``) on its backend."""
+    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.runs.lookup import latest_run
+
+    reference = model or str(latest_run(Path(output_dir or "outputs")))
+    # The ONNX path never imports TensorFlow: that import alone costs seconds.
+    if choose_backend(resolve_model_dir(reference), backend) == "tf":
+        import_tensorflow_quietly()
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    return QuestionAnswerer.load(reference, backend=backend, **settings)
+
+
+def _answer_batch(
+    answerer: QuestionAnswerer,
+    batch: Path,
+    output: Path | None,
+    parsed: tuple[list[Any], int] | None,
+    skip_errors: bool,
+    **settings: Any,
+) -> None:
+    """Answer every line; the count goes to stderr when the answers go to stdout."""
+    from qa_finetune.inference.batch_files import answer_batch_file
+
+    written, failed = answer_batch_file(
+        answerer, batch, output, skip_errors=skip_errors, parsed=parsed, **settings
+    )
+    skipped = f", {failed} lines skipped" if failed else ""
+    typer.echo(f"answered {written} questions{skipped}", err=output is None)
+    if failed and not written:
+        raise QAFinetuneError(f"all {failed} lines of {batch} were skipped: fix them (see above)")
+
+
+def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> None:
+    """One JSON document, or one line per answer with its score and character span."""
+    if as_json:
+        typer.echo(json.dumps(answers[0] if top_k == 1 else answers, ensure_ascii=False))
+        return
+    for rank, item in enumerate(answers, 1):
+        prefix = f"{rank}. " if top_k > 1 else ""
+        shown = item["answer"] or "(no answer)"
+        span = f"chars {item['start']}-{item['end']}"
+        typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, {span})")

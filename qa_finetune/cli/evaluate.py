@@ -1,0 +1,101 @@
+"""``qa-finetune evaluate``: official SQuAD EM/F1 of a model or of a predictions file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from qa_finetune.cli.native_logs import import_tensorflow_quietly
+from qa_finetune.cli.options import (
+    AllowUntrainedOption,
+    BackendOption,
+    DatasetOption,
+    MaxLengthOption,
+    ModelOption,
+    StrideOption,
+    friendly_errors,
+)
+from qa_finetune.errors import QAFinetuneError
+
+DataOption = Annotated[
+    str | None, typer.Option("--data", help="Evaluation file (SQuAD JSON, ...).")
+]
+SplitOption = Annotated[str, typer.Option(help="Split of --dataset.")]
+PredictionsOption = Annotated[
+    Path | None, typer.Option("--predictions", help="Score this predictions.json alone.")
+]
+EvalOutputDirOption = Annotated[
+    Path | None, typer.Option("--output-dir", help="Where eval files go (default: RUN/eval).")
+]
+Version2Option = Annotated[
+    bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
+]
+MaxSamplesOption = Annotated[int | None, typer.Option(min=1, help="Score the first N questions.")]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Windows per forward pass (default: the run's inference.batch_size)."),
+]
+
+
+@friendly_errors
+def evaluate(
+    model: ModelOption = None,
+    data: DataOption = None,
+    dataset: DatasetOption = None,
+    split: SplitOption = "validation",
+    predictions: PredictionsOption = None,
+    output_dir: EvalOutputDirOption = None,
+    version_2: Version2Option = False,
+    max_samples: MaxSamplesOption = None,
+    batch_size: BatchSizeOption = None,
+    max_length: MaxLengthOption = None,
+    stride: StrideOption = None,
+    allow_untrained_head: AllowUntrainedOption = False,
+    backend: BackendOption = "auto",
+) -> None:
+    """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
+    if data is None and dataset is None:
+        raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if predictions is None:
+        model = _model_on_backend(model, backend)
+    from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
+
+    if predictions is not None:
+        evaluate_predictions(
+            predictions,
+            data=data,
+            dataset=dataset,
+            split=split,
+            output_dir=output_dir,
+            version_2=version_2,
+        )
+        return
+    evaluate_model(
+        model,
+        data=data,
+        dataset=dataset,
+        split=split,
+        output_dir=output_dir,
+        version_2=version_2,
+        max_samples=max_samples,
+        batch_size=batch_size,
+        max_length=max_length,
+        stride=stride,
+        warn_untrained_head=not allow_untrained_head,
+        backend=backend,
+    )
+
+
+def _model_on_backend(model: str | None, backend: str) -> str:
+    """The model to score (default: the latest run); TensorFlow is imported only if it runs it."""
+    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.runs.lookup import latest_run
+
+    model = model or str(latest_run(Path("outputs")))
+    # Scoring an ONNX export never imports TensorFlow.
+    if choose_backend(resolve_model_dir(model), backend) == "tf":
+        import_tensorflow_quietly()
+    return model

@@ -1,0 +1,51 @@
+"""``qa-finetune export``: a run as a model folder, a SavedModel or an ONNX model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from qa_finetune.cli.native_logs import import_tensorflow_quietly
+from qa_finetune.cli.options import friendly_errors
+
+
+@friendly_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (or a model folder).")],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="hf (model folder + PyTorch safetensors), savedmodel (TF Serving) or onnx.",
+        ),
+    ] = "hf",
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint",
+            help="latest (training checkpoint) or best (RUN/model). Default: latest for hf, "
+            "best otherwise.",
+        ),
+    ] = None,
+    quantize: Annotated[
+        str | None, typer.Option("--quantize", help="int8: also write model.int8.onnx.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Folder to write (default: RUN/model-step-N, RUN/model, RUN/onnx, ...).",
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing output folder.")
+    ] = False,
+) -> None:
+    """Export a run: a model folder with PyTorch weights, a SavedModel or an ONNX model."""
+    from qa_finetune.publish.export import export_run
+
+    import_tensorflow_quietly()
+    target = export_run(run_dir, format, checkpoint, output, quantize, overwrite=overwrite)
+    typer.echo(f"Saved {target}")

@@ -1,0 +1,95 @@
+"""What the commands share: option types, the error printer and config resolution.
+
+Typer reads each command's annotations in the command's own module, so a command module
+imports the option types it uses from here at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from qa_finetune.errors import QAFinetuneError, scrub_secrets
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config file (see configs/).")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any config key: section.key=value (repeatable)."),
+]
+ModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model: local dir, run dir, package or Hub id.")
+]
+TrainFileOption = Annotated[
+    str | None, typer.Option("--train-file", help="Training data: SQuAD JSON, JSONL, CSV, Parquet.")
+]
+ValidationFileOption = Annotated[
+    str | None, typer.Option("--validation-file", help="Validation data file (same formats).")
+]
+DatasetOption = Annotated[
+    str | None, typer.Option("--dataset", help="Hugging Face Hub dataset name, e.g. squad.")
+]
+AllowUntrainedOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-untrained-head",
+        help="Do not warn when the model has no trained QA head (a base encoder).",
+    ),
+]
+OutputDirOption = Annotated[
+    str | None, typer.Option("--output-dir", help="Root folder for runs and feature caches.")
+]
+MaxLengthOption = Annotated[int | None, typer.Option(help="Tokens per window.")]
+StrideOption = Annotated[int | None, typer.Option(help="Tokens shared by windows.")]
+BackendOption = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="auto (ONNX when the model folder has model.onnx, else TensorFlow), tf or onnx.",
+    ),
+]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``error: MESSAGE`` on stderr and exit with ``code``."""
+    # Every message is scrubbed here, whatever raised it: a server may echo a token back.
+    typer.secho(f"error: {scrub_secrets(message)}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def friendly_errors(command: F) -> F:
+    """Turn known failures into one line on stderr and a non-zero exit, without a traceback."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except QAFinetuneError as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            fail("interrupted; completed checkpoints and files on disk are intact", 130)
+        except MemoryError:
+            fail("out of memory: lower --batch-size or --max-length")
+        except OSError as exc:
+            # Unwritable or impossible output paths (read-only, a file where a folder should be).
+            where = f" {exc.filename}" if exc.filename else ""
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            fail(f"cannot use{where}: {reason} (check the path and its permissions)")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def resolve(
+    config_path: Path | None, assignments: list[str] | None, **flags: dict[str, Any]
+) -> Any:
+    """The validated config: defaults < YAML file < ``--set`` assignments < explicit flags."""
+    from qa_finetune.config import resolve_config
+
+    return resolve_config(config_path, flags, assignments)

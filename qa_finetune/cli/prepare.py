@@ -1,0 +1,59 @@
+"""``qa-finetune prepare``: validate the data and cache the windowed features."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from qa_finetune.cli.options import (
+    ConfigOption,
+    DatasetOption,
+    MaxLengthOption,
+    ModelOption,
+    OutputDirOption,
+    SetOption,
+    TrainFileOption,
+    ValidationFileOption,
+    friendly_errors,
+    resolve,
+)
+
+
+@friendly_errors
+def prepare(
+    config: ConfigOption = None,
+    train_file: TrainFileOption = None,
+    validation_file: ValidationFileOption = None,
+    dataset: DatasetOption = None,
+    model: ModelOption = None,
+    max_length: MaxLengthOption = None,
+    stride: Annotated[
+        int | None, typer.Option(help="Tokens shared by consecutive windows.")
+    ] = None,
+    output_dir: OutputDirOption = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail on any repaired or dropped example.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when cached.")] = False,
+    set_: SetOption = None,
+) -> None:
+    """Load and validate data, build the windowed features and cache them."""
+    from qa_finetune.core.summary import print_prepare_report
+    from qa_finetune.training.prepare import prepare as run_prepare
+
+    resolved = resolve(
+        config,
+        set_,
+        model={"name_or_path": model},
+        data={
+            "train_file": train_file,
+            "validation_file": validation_file,
+            "dataset": dataset,
+            "strict": strict or None,
+        },
+        preprocess={"max_length": max_length, "stride": stride},
+        train={"output_dir": output_dir},
+    )
+    prepared = run_prepare(resolved, force=force)
+    print_prepare_report(prepared.report, prepared.cache_dir, prepared.reused)

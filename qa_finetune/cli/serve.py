@@ -1,0 +1,50 @@
+"""``qa-finetune serve``: the HTTP server (its work is in ``qa_finetune.serving``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from qa_finetune.cli.native_logs import import_tensorflow_quietly
+from qa_finetune.cli.options import friendly_errors
+
+
+@friendly_errors
+def serve(
+    model: Annotated[str, typer.Argument(help="Run dir, model folder, package or Hub id.")],
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    backend: Annotated[str, typer.Option(help="Model runtime: auto, tf or onnx.")] = "auto",
+    max_batch: Annotated[int, typer.Option(help="Most windows in one forward pass.")] = 32,
+    max_wait_ms: Annotated[
+        float, typer.Option(help="Longest wait for more requests to batch, ms.")
+    ] = 5.0,
+    max_context_chars: Annotated[
+        int, typer.Option(help="Longest context accepted (longer: HTTP 413).")
+    ] = 100_000,
+    workers: Annotated[int, typer.Option(help="Processes, each with its own model.")] = 1,
+    access_log: Annotated[
+        bool, typer.Option("--access-log/--no-access-log", help="Log every request.")
+    ] = True,
+) -> None:
+    """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
+    from qa_finetune.serving.command import require_serve_extra
+
+    require_serve_extra()
+    import_tensorflow_quietly()
+    from qa_finetune.serving.command import serve as run_serve
+
+    run_serve(
+        model,
+        host=host,
+        port=port,
+        backend=backend,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        max_context_chars=max_context_chars,
+        workers=workers,
+        access_log=access_log,
+    )

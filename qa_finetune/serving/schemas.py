@@ -1,0 +1,53 @@
+"""The JSON shapes of the HTTP API: requests, answers and errors (they make the OpenAPI docs)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class AnswerRequest(BaseModel):
+    """One question about one context."""
+
+    question: str = Field(description="The question.", examples=["Who designed the bridge?"])
+    context: str = Field(
+        description="The text that holds the answer; any length up to the server's limit.",
+        examples=["The bridge was designed by Alma Stroud and opened in 1931."],
+    )
+    top_k: int = Field(1, ge=1, le=20, description="How many ranked answers to return.")
+    allow_no_answer: bool = Field(
+        False, description='Return "" when the no-answer score wins (SQuAD v2 models).'
+    )
+
+    @field_validator("question", "context")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class Answer(BaseModel):
+    answer: str = Field(description="Exactly context[start:end].")
+    score: float = Field(description="Probability among the candidate spans.")
+    start: int = Field(description="Character offset of the answer in the context.")
+    end: int = Field(description="Character offset just past the answer.")
+
+
+class AnswerResponse(BaseModel):
+    answers: list[Answer] = Field(description="Best first.")
+    model: str
+    took_ms: float
+
+
+class BatchItem(BaseModel):
+    answers: list[Answer]
+
+
+class BatchResponse(BaseModel):
+    results: list[BatchItem] = Field(description="One per request, in order.")
+    model: str
+    took_ms: float
+
+
+class ErrorResponse(BaseModel):
+    error: str
