@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -191,7 +192,7 @@ def test_a_question_too_long_for_the_windows_is_422(client: TestClient) -> None:
 
 
 def test_health_readiness_page_docs_and_metrics(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "pid": os.getpid()}
     ready = client.get("/readyz")
     assert (ready.status_code, ready.json()) == (200, {"status": "ready", "model": "tiny"})
     page = client.get("/")

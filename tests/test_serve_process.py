@@ -103,3 +103,41 @@ def test_a_missing_model_fails_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", str(tmp_path), "--port", str(free_port())])
     assert result.exit_code == 1
     assert result.output.strip().startswith(f"error: {tmp_path} holds no model (no config.json)")
+
+
+@pytest.mark.slow
+def test_two_workers_share_the_port_answer_alike_and_stop_on_sigterm(
+    tiny_model_dir: Path,
+) -> None:
+    """`--workers 2`: two processes, each with its own model, behind one port."""
+    import json
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = start_server(tiny_model_dir, port, "--workers", "2")
+    try:
+        wait_ready(base, process)
+        pids = set()
+        deadline = time.monotonic() + 120
+        # Each request opens a new connection; the kernel hands them to either worker.
+        while len(pids) < 2 and time.monotonic() < deadline:
+            status, text = get(f"{base}/healthz")
+            assert status == 200
+            pids.add(json.loads(text)["pid"])
+        assert len(pids) == 2, "only one worker ever answered"
+        assert process.pid not in pids  # the parent supervises; workers answer
+        answers = set()
+        for _ in range(12):
+            status, body = post(f"{base}/v1/answer", {"question": QUESTION, "context": CONTEXT})
+            assert status == 200
+            best = body["answers"][0]
+            assert CONTEXT[best["start"] : best["end"]] == best["answer"]
+            answers.add((best["answer"], best["start"]))
+        assert len(answers) == 1  # both workers load the same model and answer alike
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+        assert process.returncode == 0, output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -259,9 +260,9 @@ def _add_status_routes(app: FastAPI, service: AnswerService, metrics: ServeMetri
     settings = service.settings
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        """The process is up."""
-        return {"status": "ok"}
+    async def healthz() -> dict[str, Any]:
+        """The process is up; ``pid`` tells the worker processes of ``--workers N`` apart."""
+        return {"status": "ok", "pid": os.getpid()}
 
     @app.get("/readyz", responses={503: {"description": "Still warming up, or failed to."}})
     async def readyz() -> Any:
