@@ -1,0 +1,103 @@
+"""What a run tells: the summary at the start, history.csv as it goes, metrics at the end."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from qa_finetune.config import Config
+from qa_finetune.core.summary import format_table
+from qa_finetune.runs import directory as rundir
+from qa_finetune.training.checkpoints import TrainState
+from qa_finetune.training.prepare import PreparedData
+from qa_finetune.training.schedule import Schedule
+from qa_finetune.training.tf_data import window_lengths
+
+
+def device_description() -> str:
+    """The devices training runs on, for the summary and env.json."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        return f"{len(gpus)} GPU ({', '.join(g.name for g in gpus)})"
+    return f"CPU ({len(os.sched_getaffinity(0))} cores)"
+
+
+def print_summary(config: Config, prepared: PreparedData, schedule: Schedule, **facts: Any) -> None:
+    """The table printed before the first step: model, data, steps, device, run directory."""
+    rows = [
+        ("model", f"{config.model.name_or_path} ({prepared.model_dir})"),
+        ("parameters", f"{facts['parameters']:,}"),
+        ("train windows", f"{len(prepared.train):,}"),
+        ("validation windows", f"{len(prepared.validation):,}" if prepared.validation else "none"),
+        ("epochs", config.train.epochs),
+        ("steps", f"{schedule.total_steps:,} ({schedule.steps_per_epoch:,} per epoch)"),
+        ("global batch", f"{config.train.batch_size} over {facts['replicas']} replica(s)"),
+        (
+            "learning rate",
+            f"{config.train.learning_rate:g} (warm-up {schedule.warmup_steps} steps)",
+        ),
+        ("device", facts["device"]),
+        ("precision", facts["precision"]),
+        ("run directory", facts["run_dir"]),
+    ]
+    print(format_table(rows, title="Training"), flush=True)
+
+
+def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
+    """history.csv: one row per evaluation."""
+    columns = ["epoch", "step", "minutes", "loss", "eval_loss", "exact_match", "f1"]
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(history)
+    rundir.write_text_atomic(run_dir / "history.csv", text.getvalue())
+
+
+def finish(
+    run_dir: Path,
+    config: Config,
+    prepared: PreparedData,
+    state: TrainState,
+    schedule: Schedule,
+    final_step: int,
+    model: Any,
+    tokenizer: Any,
+) -> None:
+    """Write metrics, curves and the model (when no validation chose one, or the last
+    weights are the ones to keep)."""
+    keep_last = config.train.keep_model == "last"
+    if keep_last or not (run_dir / rundir.MODEL_DIR).exists():
+        rundir.save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
+    best = state.best_metrics
+    # The scores describe the weights in model/: the final evaluation when those are kept.
+    kept = state.history[-1] if keep_last and state.history else best
+    metrics = {
+        "kept_model": config.train.keep_model,
+        "best_epoch": best.get("epoch"),
+        "best_step": best.get("step"),
+        "best_f1": best.get("f1"),
+        "exact_match": kept.get("exact_match"),
+        "f1": kept.get("f1"),
+        "eval_loss": kept.get("eval_loss"),
+        "train_loss": state.history[-1].get("loss") if state.history else None,
+        "train_data": prepared.report["sources"].get("train"),
+        "eval_data": prepared.report["sources"].get("validation"),
+        "train_examples": prepared.report["train"]["examples"],
+        "eval_examples": prepared.report["validation"]["examples"],
+        "train_windows": len(prepared.train),
+        # Real (non-padding) tokens per training window, for tokens/s from steps x batch.
+        "mean_window_tokens": round(float(window_lengths(prepared.train).mean()), 1),
+        "steps": final_step,
+        "epochs": round(final_step / schedule.steps_per_epoch, 4),
+        "train_seconds": round(state.train_seconds, 1),
+    }
+    rundir.write_json(run_dir / "metrics.json", metrics)
+    rundir.write_json(run_dir / "prepare_report.json", prepared.report)
+    rundir.plot_curves(state.history, run_dir / "curves.png")
+    rows = [(k, v) for k, v in metrics.items() if v is not None]
+    print("\n" + format_table(rows, title=f"Finished: {run_dir}"), flush=True)
