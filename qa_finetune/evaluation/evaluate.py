@@ -189,9 +189,6 @@ def evaluate_model(
     Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
     ``max_length`` and ``stride`` override it when given.
     """
-    from datasets import Dataset
-
-    from qa_finetune.core.data import to_dataset
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -208,39 +205,52 @@ def evaluate_model(
         warn_untrained_head=warn_untrained_head,
     )
     run_dir = run_dir_of(loaded.model_dir)
-    config = loaded.settings
     started = time.perf_counter()
-    example_set: Dataset = to_dataset(examples.records)
+    result, windows = _predict_and_score(loaded, examples.records, version_2)
+    seconds = time.perf_counter() - started
+    predictions = result.pop("predictions")
+    output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+    _write_predictions(output_dir, predictions, version_2)
+    metrics = {
+        **result,
+        "data": examples.source,
+        "model": reference,
+        "version_2": version_2,
+        "features": windows,
+        "backend": loaded.backend,
+        "max_length": loaded.spec.max_length,
+        "stride": loaded.spec.stride,
+        "n_best": loaded.settings.n_best,
+        "max_answer_length": loaded.settings.max_answer_length,
+        "seconds": round(seconds, 3),
+        "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
+    }
+    return _finish(metrics, examples, predictions.answers, output_dir, version_2)
+
+
+def _predict_and_score(
+    loaded: Any, records: list[dict[str, Any]], version_2: bool
+) -> tuple[dict[str, Any], int]:
+    """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
+    from qa_finetune.core.data import to_dataset
+
+    example_set = to_dataset(records)
     # A question too long for the windows fails here, named by its id (the windows' rule).
     features = evaluation_features(example_set, loaded.tokenizer, loaded.spec)
     result = evaluate_loaded(
-        loaded.model, loaded.tokenizer, example_set, features, config, version_2
+        loaded.model, loaded.tokenizer, example_set, features, loaded.settings, version_2
     )
-    seconds = time.perf_counter() - started
-    predictions = result.pop("predictions")
+    return result, len(features)
 
-    output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+
+def _write_predictions(output_dir: Path, predictions: Any, version_2: bool) -> None:
+    """The official predictions file, the n-best lists and (v2) the null odds."""
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(output_dir / "predictions.json", predictions.answers)
     write_json(output_dir / "nbest_predictions.json", predictions.nbest)
     if version_2:
         odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
         write_json(output_dir / "null_odds.json", odds)
-    metrics = {
-        **result,
-        "data": examples.source,
-        "model": reference,
-        "version_2": version_2,
-        "features": len(features),
-        "backend": loaded.backend,
-        "max_length": loaded.spec.max_length,
-        "stride": loaded.spec.stride,
-        "n_best": config.n_best,
-        "max_answer_length": config.max_answer_length,
-        "seconds": round(seconds, 3),
-        "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
-    }
-    return _finish(metrics, examples, predictions.answers, output_dir, version_2)
 
 
 def read_predictions(path: Path) -> dict[str, str]:
