@@ -10,27 +10,21 @@ output directory: ``metrics.json``, ``predictions.json`` (official ``{id: answer
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
 from qa_finetune.core.records import DataError, read_records
-from qa_finetune.core.summary import format_table
 from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.core.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.evaluation.report import scored_rows, write_report
+from qa_finetune.evaluation.results import finish, write_predictions
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
-from qa_finetune.runs.directory import write_json
 
 DEFAULT_OUTPUT = Path("eval")
 RUNS_ROOT = Path("outputs")
-# The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
-_NULL_ODDS_CAP = 1e9
 
 
 class EvaluationError(QAFinetuneError):
@@ -98,74 +92,6 @@ def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------------
-# Writing results
-# --------------------------------------------------------------------------------------------
-
-
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else math.copysign(_NULL_ODDS_CAP, value)
-
-
-def _summary(metrics: Mapping[str, Any]) -> str:
-    rows: list[tuple[str, Any]] = [
-        ("data", metrics.get("data")),
-        ("model", metrics["model"])
-        if metrics.get("model")
-        else ("predictions", metrics.get("predictions_file")),
-        ("questions", metrics["total"]),
-        ("exact match", f"{metrics['exact_match']:.2f}"),
-        ("F1", f"{metrics['f1']:.2f}"),
-    ]
-    if metrics.get("missing"):
-        rows.append(("missing predictions (scored 0)", metrics["missing"]))
-    for key in ("HasAns", "NoAns"):
-        if f"{key}_total" in metrics:
-            rows.append(
-                (
-                    f"{key} EM / F1 (n)",
-                    f"{metrics[f'{key}_exact']:.2f} / {metrics[f'{key}_f1']:.2f} "
-                    f"({metrics[f'{key}_total']})",
-                )
-            )
-    for key in ("exact", "f1"):
-        if f"best_{key}" in metrics:
-            rows.append(
-                (
-                    f"best {key} (threshold)",
-                    f"{metrics[f'best_{key}']:.2f} ({metrics[f'best_{key}_thresh']:.3f})",
-                )
-            )
-    if "eval_loss" in metrics:
-        rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
-    if "questions_per_second" in metrics:
-        rows.append(("questions / second", f"{metrics['questions_per_second']:.1f}"))
-    return format_table(rows, title="Evaluation")
-
-
-def _finish(
-    metrics: dict[str, Any],
-    examples: EvalExamples,
-    answers: Mapping[str, str],
-    output_dir: Path,
-    version_2: bool,
-) -> dict[str, Any]:
-    """Write metrics and the report, print both; returns ``metrics``."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    dropped = examples.report.examples_dropped
-    metrics["examples_dropped"] = dropped
-    metrics["output_dir"] = str(output_dir)
-    write_json(output_dir / "metrics.json", metrics)
-    text = write_report(scored_rows(examples.records, answers), output_dir, version_2)
-    print(_summary(metrics))
-    if dropped:
-        reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())
-        print(f"\nLeft out {dropped} unusable questions: {reasons}")
-    print("\n" + text)
-    print(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
-    return metrics
-
-
-# --------------------------------------------------------------------------------------------
 # Entry points
 # --------------------------------------------------------------------------------------------
 
@@ -210,7 +136,7 @@ def evaluate_model(
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
-    _write_predictions(output_dir, predictions, version_2)
+    write_predictions(output_dir, predictions, version_2)
     metrics = {
         **result,
         "data": examples.source,
@@ -225,7 +151,7 @@ def evaluate_model(
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
-    return _finish(metrics, examples, predictions.answers, output_dir, version_2)
+    return finish(metrics, examples, predictions.answers, output_dir, version_2)
 
 
 def _predict_and_score(
@@ -241,16 +167,6 @@ def _predict_and_score(
         loaded.model, loaded.tokenizer, example_set, features, loaded.settings, version_2
     )
     return result, len(features)
-
-
-def _write_predictions(output_dir: Path, predictions: Any, version_2: bool) -> None:
-    """The official predictions file, the n-best lists and (v2) the null odds."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_json(output_dir / "predictions.json", predictions.answers)
-    write_json(output_dir / "nbest_predictions.json", predictions.nbest)
-    if version_2:
-        odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
-        write_json(output_dir / "null_odds.json", odds)
 
 
 def read_predictions(path: Path) -> dict[str, str]:
@@ -321,4 +237,4 @@ def evaluate_predictions(
             f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
             f"{examples.source} and were ignored (first: {unknown})"
         )
-    return _finish(metrics, examples, answers, output_dir or DEFAULT_OUTPUT, version_2)
+    return finish(metrics, examples, answers, output_dir or DEFAULT_OUTPUT, version_2)

@@ -1,0 +1,88 @@
+"""What ``evaluate`` writes and prints: predictions, null odds, metrics, the report."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.core.summary import format_table
+from qa_finetune.evaluation.report import scored_rows, write_report
+from qa_finetune.runs.directory import write_json
+
+# The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
+_NULL_ODDS_CAP = 1e9
+
+
+def write_predictions(output_dir: Path, predictions: Any, version_2: bool) -> None:
+    """The official predictions file, the n-best lists and (v2) the null odds."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_json(output_dir / "predictions.json", predictions.answers)
+    write_json(output_dir / "nbest_predictions.json", predictions.nbest)
+    if version_2:
+        odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
+        write_json(output_dir / "null_odds.json", odds)
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else math.copysign(_NULL_ODDS_CAP, value)
+
+
+def _summary(metrics: Mapping[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = [
+        ("data", metrics.get("data")),
+        ("model", metrics["model"])
+        if metrics.get("model")
+        else ("predictions", metrics.get("predictions_file")),
+        ("questions", metrics["total"]),
+        ("exact match", f"{metrics['exact_match']:.2f}"),
+        ("F1", f"{metrics['f1']:.2f}"),
+    ]
+    if metrics.get("missing"):
+        rows.append(("missing predictions (scored 0)", metrics["missing"]))
+    for key in ("HasAns", "NoAns"):
+        if f"{key}_total" in metrics:
+            rows.append(
+                (
+                    f"{key} EM / F1 (n)",
+                    f"{metrics[f'{key}_exact']:.2f} / {metrics[f'{key}_f1']:.2f} "
+                    f"({metrics[f'{key}_total']})",
+                )
+            )
+    for key in ("exact", "f1"):
+        if f"best_{key}" in metrics:
+            rows.append(
+                (
+                    f"best {key} (threshold)",
+                    f"{metrics[f'best_{key}']:.2f} ({metrics[f'best_{key}_thresh']:.3f})",
+                )
+            )
+    if "eval_loss" in metrics:
+        rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
+    if "questions_per_second" in metrics:
+        rows.append(("questions / second", f"{metrics['questions_per_second']:.1f}"))
+    return format_table(rows, title="Evaluation")
+
+
+def finish(
+    metrics: dict[str, Any],
+    examples: Any,
+    answers: Mapping[str, str],
+    output_dir: Path,
+    version_2: bool,
+) -> dict[str, Any]:
+    """Write metrics and the report, print both; returns ``metrics``."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    dropped = examples.report.examples_dropped
+    metrics["examples_dropped"] = dropped
+    metrics["output_dir"] = str(output_dir)
+    write_json(output_dir / "metrics.json", metrics)
+    text = write_report(scored_rows(examples.records, answers), output_dir, version_2)
+    print(_summary(metrics))
+    if dropped:
+        reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())
+        print(f"\nLeft out {dropped} unusable questions: {reasons}")
+    print("\n" + text)
+    print(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
+    return metrics
