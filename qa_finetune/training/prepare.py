@@ -32,6 +32,8 @@ from qa_finetune.runs.directory import write_json
 # trimmed once, context offsets without edge whitespace.
 FEATURE_FORMAT = 2
 MAP_BATCH_SIZE = 1000
+# Inside a cache's staging folder: the examples and windows while they are built.
+WORK_DIR = "work"
 
 
 @dataclass
@@ -98,8 +100,10 @@ def _summarise(
     import pyarrow.compute as pc
 
     # Read in batches, never whole columns as Python lists: memory stays flat as data grows.
-    labelled = matches = 0
-    found_ids = set()
+    labelled = matches = found = 0
+    # An example's windows are consecutive and ids are unique, so counting the changes of id
+    # among labelled windows counts the examples with an answer found, holding no id set.
+    last_found = None
     columns = train.select_columns(["label_text", "gold_texts", "example_id"])
     for batch in columns.iter(batch_size=MAP_BATCH_SIZE):
         for text, golds, example_id in zip(
@@ -107,10 +111,14 @@ def _summarise(
         ):
             if text:
                 labelled += 1
-                found_ids.add(example_id)
+                found += example_id != last_found
+                last_found = example_id
                 matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
-    answerable = sum(1 for a in loaded.splits["train"]["answers"] if a["text"])
-    found = len(found_ids)
+    answerable = 0
+    answers = loaded.splits["train"].select_columns(["answers"]).with_format("arrow")
+    for table in answers.iter(batch_size=MAP_BATCH_SIZE):
+        texts = pc.struct_field(table.column("answers"), "text")
+        answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
     # Window lengths from Arrow's list offsets: no token ids become Python objects.
     train_lengths = (
         pc.list_value_length(train.data.column("input_ids"))
@@ -150,13 +158,24 @@ def _summarise(
     }
 
 
-def _build(config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec) -> tuple[Any, Any]:
+def _build(
+    config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec, work: Path
+) -> tuple[Any, Any]:
+    """Windows of both splits, written to cache files in ``work`` a batch at a time (never
+    held whole in memory)."""
     splits = loaded.splits
-    common = {"batched": True, "batch_size": MAP_BATCH_SIZE, "num_proc": config.preprocess.num_proc}
+    common = {
+        "batched": True,
+        "batch_size": MAP_BATCH_SIZE,
+        "writer_batch_size": MAP_BATCH_SIZE,
+        "num_proc": config.preprocess.num_proc,
+        "load_from_cache_file": False,
+    }
     train = splits["train"].map(
         prepare_train_features,
         fn_kwargs={"tokenizer": tokenizer, "spec": spec},
         remove_columns=splits["train"].column_names,
+        cache_file_name=str(work / "train-windows.arrow"),
         desc="Train windows",
         **common,
     )
@@ -166,29 +185,43 @@ def _build(config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec)
             prepare_eval_features,
             fn_kwargs={"tokenizer": tokenizer, "spec": spec},
             remove_columns=splits["validation"].column_names,
+            cache_file_name=str(work / "validation-windows.arrow"),
             desc="Validation windows",
             **common,
         )
     return train, validation
 
 
-def _write_atomically(
-    target: Path, parts: dict[str, Any], report: dict[str, Any], replace: bool = True
-) -> None:
-    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
-
-    The sibling is this process's own, so processes preparing the same features at once (the
-    workers of a multi-worker run on one machine) do not write into each other's; without
-    ``replace``, a complete cache another process finished meanwhile is kept (it is the same
-    fingerprint, so the same features) and ours is dropped.
-    """
+def _staging_dir(target: Path) -> Path:
+    """A fresh temporary sibling of ``target``, this process's own: processes preparing the
+    same features at once (the workers of a multi-worker run on one machine) do not write
+    into each other's."""
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    return staging
+
+
+def _write_atomically(
+    target: Path,
+    parts: dict[str, Any],
+    report: dict[str, Any],
+    replace: bool = True,
+    staging: Path | None = None,
+) -> None:
+    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
+
+    Its ``work`` folder (the examples and windows being built) is removed before the rename.
+    Without ``replace``, a complete cache another process finished meanwhile is kept (it is
+    the same fingerprint, so the same features) and ours is dropped.
+    """
+    staging = staging or _staging_dir(target)
     for name, dataset in parts.items():
         if dataset is not None:
             dataset.save_to_disk(str(staging / name))
     write_json(staging / "prepare_report.json", report)
+    # Open memory maps keep the removed files readable until they are closed.
+    shutil.rmtree(staging / WORK_DIR, ignore_errors=True)
     if replace:
         shutil.rmtree(target, ignore_errors=True)
     try:
@@ -244,16 +277,21 @@ def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
     return model_dir, tokenizer, spec
 
 
-def prepare(config: Config, force: bool = False) -> PreparedData:
-    """Build (or reuse) the features for ``config`` and return them with their report."""
-    model_dir, tokenizer, spec = check_model(config)
-    check_files_exist(config.data)
-    fingerprint = data_fingerprint(config, model_dir, spec)
-    cache_dir = features_root(config) / fingerprint
-    cached = not force and (cache_dir / "prepare_report.json").is_file()
-    if not cached:
-        loaded = load_data(config.data, seed=config.train.seed)
-        train, validation = _build(config, loaded, tokenizer, spec)
+def _build_cache(
+    config: Config,
+    cache_dir: Path,
+    tokenizer: Any,
+    spec: WindowSpec,
+    fingerprint: str,
+    replace: bool,
+) -> None:
+    """Load, window and save the features into ``cache_dir``. Examples and windows stream
+    through Arrow files in the staging folder, so memory does not grow with the data; on any
+    failure the staging folder is removed and nothing else on disk changes."""
+    staging = _staging_dir(cache_dir)
+    try:
+        loaded = load_data(config.data, seed=config.train.seed, work_dir=staging / WORK_DIR)
+        train, validation = _build(config, loaded, tokenizer, spec, staging / WORK_DIR)
         report = _summarise(loaded, train, validation, spec, fingerprint)
         _write_atomically(
             cache_dir,
@@ -263,8 +301,23 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
                 "validation_examples": loaded.splits.get("validation"),
             },
             report,
-            replace=force,
+            replace=replace,
+            staging=staging,
         )
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def prepare(config: Config, force: bool = False) -> PreparedData:
+    """Build (or reuse) the features for ``config`` and return them with their report."""
+    model_dir, tokenizer, spec = check_model(config)
+    check_files_exist(config.data)
+    fingerprint = data_fingerprint(config, model_dir, spec)
+    cache_dir = features_root(config) / fingerprint
+    cached = not force and (cache_dir / "prepare_report.json").is_file()
+    if not cached:
+        _build_cache(config, cache_dir, tokenizer, spec, fingerprint, replace=force)
     # Fresh or reused, the features are read back memory-mapped from the cache.
     try:
         train, validation, validation_examples, report = _load_cached(cache_dir)
