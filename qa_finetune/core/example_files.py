@@ -84,7 +84,9 @@ def split_by_context(
     contexts = contexts.take(pc.sort_indices(contexts))
     order = list(range(len(contexts)))
     random.Random(seed).shuffle(order)  # the permutation shuffle() gives any list this long
-    held_out = contexts.take(order[: max(1, round(len(contexts) * fraction))])
+    held_out = contexts.take(
+        pa.array(order[: max(1, round(len(contexts) * fraction))], type=pa.int64())
+    )
     del contexts, order
     with (
         pa.OSFile(str(source)) as stream,

@@ -16,6 +16,7 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
+from qa_finetune.core.dataset_save import save_dataset
 from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.core.metrics import normalize_answer
 from qa_finetune.core.windows import WindowSpec, window_spec
@@ -32,6 +33,9 @@ from qa_finetune.runs.directory import write_json
 # trimmed once, context offsets without edge whitespace.
 FEATURE_FORMAT = 2
 MAP_BATCH_SIZE = 1000
+# Examples per map call (see _windows); a multiple of MAP_BATCH_SIZE, so the batches are the
+# same as in one call.
+MAP_CHUNK_EXAMPLES = 20 * MAP_BATCH_SIZE
 # Inside a cache's staging folder: the examples and windows while they are built.
 WORK_DIR = "work"
 
@@ -164,32 +168,59 @@ def _build(
     """Windows of both splits, written to cache files in ``work`` a batch at a time (never
     held whole in memory)."""
     splits = loaded.splits
-    common = {
+    settings = {
         "batched": True,
         "batch_size": MAP_BATCH_SIZE,
         "writer_batch_size": MAP_BATCH_SIZE,
         "num_proc": config.preprocess.num_proc,
         "load_from_cache_file": False,
+        "fn_kwargs": {"tokenizer": tokenizer, "spec": spec},
     }
-    train = splits["train"].map(
-        prepare_train_features,
-        fn_kwargs={"tokenizer": tokenizer, "spec": spec},
-        remove_columns=splits["train"].column_names,
-        cache_file_name=str(work / "train-windows.arrow"),
-        desc="Train windows",
-        **common,
-    )
+    train = _windows(splits["train"], prepare_train_features, work / "train", settings)
     validation = None
     if "validation" in splits:
-        validation = splits["validation"].map(
-            prepare_eval_features,
-            fn_kwargs={"tokenizer": tokenizer, "spec": spec},
-            remove_columns=splits["validation"].column_names,
-            cache_file_name=str(work / "validation-windows.arrow"),
-            desc="Validation windows",
-            **common,
+        validation = _windows(
+            splits["validation"], prepare_eval_features, work / "validation", settings
         )
     return train, validation
+
+
+def _windows(examples: Any, function: Any, prefix: Path, settings: dict[str, Any]) -> Any:
+    """``examples.map(function)`` into ``{prefix}-windows*.arrow``, in chunks of
+    ``MAP_CHUNK_EXAMPLES`` examples, each read through its own memory map of the examples
+    file (closed after its chunk), so the pages read do not pile up in resident memory."""
+    from datasets import Dataset, concatenate_datasets
+    from datasets.table import MemoryMappedTable
+
+    desc = f"{prefix.name.capitalize()} windows"
+    files = examples.cache_files
+    chunks = range(0, len(examples), MAP_CHUNK_EXAMPLES)
+    if len(chunks) <= 1 or len(files) != 1 or examples._indices is not None:
+        return examples.map(
+            function,
+            remove_columns=examples.column_names,
+            cache_file_name=f"{prefix}-windows.arrow",
+            desc=desc,
+            **settings,
+        )
+    parts = []
+    for number, start in enumerate(chunks):
+        # The split holds the first len(examples) rows of its file (load_data writes it so).
+        table = MemoryMappedTable.from_file(files[0]["filename"])
+        chunk = Dataset(table, fingerprint=examples._fingerprint).select(
+            range(start, min(start + MAP_CHUNK_EXAMPLES, len(examples)))
+        )
+        parts.append(
+            chunk.map(
+                function,
+                remove_columns=chunk.column_names,
+                cache_file_name=f"{prefix}-windows-{number:05d}.arrow",
+                desc=f"{desc} ({number + 1}/{len(chunks)})",
+                **settings,
+            )
+        )
+        del table, chunk  # unmaps this chunk's examples
+    return concatenate_datasets(parts)
 
 
 def _staging_dir(target: Path) -> Path:
@@ -218,7 +249,7 @@ def _write_atomically(
     staging = staging or _staging_dir(target)
     for name, dataset in parts.items():
         if dataset is not None:
-            dataset.save_to_disk(str(staging / name))
+            save_dataset(dataset, staging / name)
     write_json(staging / "prepare_report.json", report)
     # Open memory maps keep the removed files readable until they are closed.
     shutil.rmtree(staging / WORK_DIR, ignore_errors=True)
