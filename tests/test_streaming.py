@@ -23,7 +23,19 @@ from qa_finetune.core.validation import SplitReport, iter_validated, validate_re
 
 def _squad(questions: int, per_paragraph: int = 4) -> dict[str, Any]:
     """A nested SQuAD document of ``questions`` questions over distinct paragraphs."""
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+    ]
     rng = random.Random(0)
     articles = []
     for a in range(0, questions, per_paragraph * 5):
@@ -73,22 +85,41 @@ def test_streamed_records_equal_the_whole_file_reader(tmp_path: Path) -> None:
         assert list(stream_records(source, DataConfig())) == read_records(source, DataConfig())
 
 
-def test_loading_holds_about_one_batch_in_python(tmp_path: Path) -> None:
-    # 20k questions (~9 MB of JSON): reading the file whole takes more than the file in Python
-    # objects; streaming holds a batch, the ids seen (for duplicates) and ijson's buffer.
-    path = tmp_path / "big.json"
-    path.write_text(json.dumps(_squad(20_000)), encoding="utf-8")
-    size = path.stat().st_size
-    report = SplitReport()
+def _python_peak(function: Any) -> tuple[Any, int]:
+    """(result, peak bytes of Python objects allocated while ``function`` ran)."""
     tracemalloc.start()
     try:
-        records = iter_validated(stream_records(path, DataConfig()), False, report)
-        count = write_examples(records, tmp_path / "examples.arrow")
-        _, peak = tracemalloc.get_traced_memory()
+        result = function()
+        return result, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert count == report.examples_kept == 20_000
-    assert peak < size / 3, (peak, size)
+
+
+def test_loading_holds_about_one_batch_in_python(tmp_path: Path) -> None:
+    # Against the whole-file path on the same 10k questions: that one holds every record (and
+    # the file's text) at once; streaming holds a batch, the ids seen (for duplicates) and
+    # ijson's buffer.
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(_squad(10_000)), encoding="utf-8")
+    config = DataConfig()
+
+    def streamed() -> int:
+        report = SplitReport()
+        count = write_examples(
+            iter_validated(stream_records(path, config), False, report), tmp_path / "x.arrow"
+        )
+        assert count == report.examples_kept
+        return count
+
+    def whole() -> int:
+        return len(to_dataset(validate_records(read_records(path, config), False, SplitReport())))
+
+    streamed()  # imports and first-use caches are not what is measured
+    whole()
+    (count, streamed_peak), (expected, whole_peak) = _python_peak(streamed), _python_peak(whole)
+    assert count == expected == 10_000
+    print(f"Python peak: streamed {streamed_peak:,} bytes, whole file {whole_peak:,}")
+    assert streamed_peak * 4 < whole_peak
 
 
 def test_examples_and_windows_are_written_in_batches_to_the_staging_folder(
@@ -165,11 +196,19 @@ def _whole_file_features(config: Config) -> dict[str, Any]:
     }
 
 
-def test_streamed_features_equal_the_whole_file_path(tmp_path: Path, minilm_dir: Path) -> None:
-    from qa_finetune.training.prepare import prepare
+@pytest.mark.parametrize("chunk", [None, 100])
+def test_streamed_features_equal_the_whole_file_path(
+    tmp_path: Path, minilm_dir: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None
+) -> None:
+    from qa_finetune.training import prepare as prepare_module
 
+    if chunk:  # examples mapped in chunks of their own memory maps, as large data is
+        monkeypatch.setattr(prepare_module, "MAP_BATCH_SIZE", chunk // 2)
+        monkeypatch.setattr(prepare_module, "MAP_CHUNK_EXAMPLES", chunk)
     config = _config(minilm_dir, sample_data_path("train"), tmp_path)
-    prepared = prepare(config)
+    prepared = prepare_module.prepare(config)
+    if chunk:
+        assert prepared.report["train"]["examples"] > 2 * chunk
     expected = _whole_file_features(config)
     got = {
         "train": prepared.train,
@@ -190,3 +229,37 @@ def test_load_data_splits_live_in_arrow_files(tmp_path: Path) -> None:
         "train": [str(tmp_path / "train-held-in.arrow")],
         "validation": [str(tmp_path / "validation-held-out.arrow")],
     }
+
+
+def test_saving_streamed_writes_what_save_to_disk_writes(tmp_path: Path) -> None:
+    from datasets import Dataset, concatenate_datasets
+
+    from qa_finetune.core.dataset_save import save_dataset
+
+    parts = []
+    for number in range(2):  # two files, batches that 1000-row slices cut across
+        records = [
+            {"id": f"{number}-{i}", "title": "", "context": "c" * (i % 7), "question": "q",
+             "answers": {"text": ["c"] * (i % 3), "answer_start": [0] * (i % 3)}}
+            for i in range(1500 + number)
+        ]  # fmt: skip
+        write_examples(records, tmp_path / f"part{number}.arrow")
+        parts.append(Dataset.from_file(str(tmp_path / f"part{number}.arrow")))
+    dataset = concatenate_datasets(parts).remove_columns(["title"])
+    dataset.save_to_disk(str(tmp_path / "reference"))
+    calls = []
+    original = Dataset.save_to_disk
+    Dataset.save_to_disk = lambda self, *a, **k: calls.append(a) or original(self, *a, **k)
+    try:
+        save_dataset(dataset, tmp_path / "streamed")
+        assert calls == []  # written by the stream, not by save_to_disk
+        save_dataset(dataset.select(range(10, 20)), tmp_path / "slice")
+        assert len(calls) == 1  # a slice of a file: save_to_disk's own way
+    finally:
+        Dataset.save_to_disk = original
+    names = sorted(p.name for p in (tmp_path / "reference").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "streamed").iterdir())
+    for name in names:
+        assert (tmp_path / "streamed" / name).read_bytes() == (
+            tmp_path / "reference" / name
+        ).read_bytes(), name
