@@ -85,6 +85,33 @@ def test_streamed_records_equal_the_whole_file_reader(tmp_path: Path) -> None:
         assert list(stream_records(source, DataConfig())) == read_records(source, DataConfig())
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"version": 1, "data": []}',
+        '{"version": 1}',
+        '{"data": {"a": 1}}',
+        "3",
+        '[{"context": "a b", "question": "q"}, 3]',
+        '{"data": [{"title": "t"}]}',
+        '[{"context": "a", "question": "q", "answers": {"text": ["a"], "answer_start": [NaN]}}]',
+        '{"data": [{"title": "t", "paragraphs": [{"context": "a", "qas": []}]}], ',
+        '[{"question": "q"}]',
+    ],
+)
+def test_odd_json_gives_what_the_whole_file_reader_gives(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(text, encoding="utf-8")
+
+    def outcome(read: Any) -> Any:
+        try:
+            return list(read(path, DataConfig()))
+        except DataError as exc:
+            return f"error: {exc}"
+
+    assert outcome(stream_records) == outcome(read_records)
+
+
 def _python_peak(function: Any) -> tuple[Any, int]:
     """(result, peak bytes of Python objects allocated while ``function`` ran)."""
     tracemalloc.start()

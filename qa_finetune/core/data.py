@@ -8,6 +8,8 @@ Reading the formats is ``core/records``; keeping, repairing and counting example
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,9 +39,6 @@ class LoadedData:
     splits: Any  # datasets.DatasetDict; kept as Any so this module imports datasets lazily
     reports: dict[str, SplitReport]
     sources: dict[str, str]
-    # The temporary folder holding the splits' Arrow files, when load_data made one: it is
-    # removed when this object is.
-    work: Any = None
 
 
 def split_paths(files: str) -> list[str]:
@@ -90,13 +89,14 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
     """Load, validate and split the configured data into ``train`` and ``validation``.
 
     Records stream from the files through validation into Arrow files in ``work_dir`` (a
-    temporary folder removed with the returned data when not given), a batch at a time:
+    temporary folder removed when the process ends, when not given), a batch at a time:
     memory does not grow with the number of examples.
     """
-    temporary = None
     if work_dir is None:
-        temporary = tempfile.TemporaryDirectory(prefix="qa-finetune-examples-")
-        work_dir = Path(temporary.name)
+        # Kept until the process ends: the splits may outlive the returned object, and a
+        # Dataset pickled to worker processes reopens its files by name.
+        work_dir = Path(tempfile.mkdtemp(prefix="qa-finetune-examples-"))
+        atexit.register(shutil.rmtree, work_dir, True)
     work_dir.mkdir(parents=True, exist_ok=True)
     raw: dict[str, Iterable[dict[str, Any]]] = {}
     sources: dict[str, str] = {}
@@ -150,4 +150,4 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
 
     from datasets import DatasetDict
 
-    return LoadedData(splits=DatasetDict(splits), reports=reports, sources=sources, work=temporary)
+    return LoadedData(splits=DatasetDict(splits), reports=reports, sources=sources)

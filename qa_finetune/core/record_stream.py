@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -152,21 +153,10 @@ def _json_document(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
             return
         if first != b"{":
             raise DataError(f"{path}: not a JSON object or list")  # replaced by read_records'
-        seen: dict[str, str] = {}
-
-        def watched(events: Iterable[tuple[str, str, Any]]) -> Iterator[tuple[str, str, Any]]:
-            for prefix, event, value in events:
-                if prefix == "data" and "data" not in seen:
-                    seen["data"] = event
-                yield prefix, event, value
-
-        items = ijson.items(watched(ijson.parse(handle, use_float=True)), "data.item")
-        probe = []
-        for item in items:
-            probe.append(item)
-            if len(probe) == SQUAD_PROBE:
-                break
-        if seen.get("data") != "start_array":  # items met no list: the whole file was read
+        # ijson builds the items in C; only "data"'s own items come out, one at a time.
+        items = ijson.items(handle, "data.item", use_float=True)
+        probe = list(islice(items, SQUAD_PROBE))
+        if not probe and not _data_is_list(path):  # the whole file was parsed: it is JSON
             raise DataError(
                 f"{path}: JSON is neither SQuAD ('data' -> 'paragraphs') nor a list of examples"
             )
@@ -175,6 +165,17 @@ def _json_document(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
             yield from flatten_articles(rest, path)
         else:
             yield from rename_stream(_objects(rest, path), config, path)
+
+
+def _data_is_list(path: Path) -> bool:
+    """Whether the top-level object's "data" is a list (an empty one gives no items)."""
+    import ijson
+
+    with _open_without_bom(path) as handle:
+        for prefix, event, _ in ijson.parse(handle):
+            if prefix == "data":
+                return bool(event == "start_array")
+    return False
 
 
 def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
