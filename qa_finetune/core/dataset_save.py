@@ -39,6 +39,26 @@ class _NotWholeFiles(Exception):
     """The dataset's rows are not exactly those of its files."""
 
 
+def stream_rows(dataset: Any, columns: list[str]) -> Iterator[Any]:
+    """``columns`` of ``dataset`` as record batches read from its files (plain reads, freed
+    after each batch, no memory map left holding pages).
+
+    For a dataset that is the first ``len(dataset)`` rows of its files, in order (what
+    ``load_data`` and ``map`` make); anything else is read through ``datasets`` itself.
+    """
+    files = [Path(f["filename"]) for f in dataset.cache_files]
+    if not files or dataset._indices is not None:
+        for table in dataset.select_columns(columns).with_format("arrow").iter(1000):
+            yield from table.to_batches()
+        return
+    left = len(dataset)
+    for batch in _batches(files, columns):
+        if left <= 0:
+            break
+        yield batch.slice(0, min(left, batch.num_rows))
+        left -= batch.num_rows
+
+
 def _batches(files: list[Path], columns: list[str]) -> Iterator[Any]:
     import pyarrow as pa
 

@@ -16,7 +16,7 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
-from qa_finetune.core.dataset_save import save_dataset
+from qa_finetune.core.dataset_save import save_dataset, stream_rows
 from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.core.metrics import normalize_answer
 from qa_finetune.core.windows import WindowSpec, window_spec
@@ -103,15 +103,20 @@ def _summarise(
     """Counts for the prepare report, including how well labels match the gold answers."""
     import pyarrow.compute as pc
 
-    # Read in batches, never whole columns as Python lists: memory stays flat as data grows.
+    # Read in batches from the files, never whole columns as Python lists nor through memory
+    # maps (their pages stay resident): memory stays flat as data grows.
     labelled = matches = found = 0
     # An example's windows are consecutive and ids are unique, so counting the changes of id
     # among labelled windows counts the examples with an answer found, holding no id set.
     last_found = None
-    columns = train.select_columns(["label_text", "gold_texts", "example_id"])
-    for batch in columns.iter(batch_size=MAP_BATCH_SIZE):
+    lengths = []
+    columns = ["label_text", "gold_texts", "example_id", "input_ids"]
+    for batch in stream_rows(train, columns):
+        # Window lengths from Arrow's list offsets: no token ids become Python objects.
+        lengths.append(pc.list_value_length(batch.column("input_ids")).to_numpy())
+        labels = batch.select(columns[:3]).to_pydict()
         for text, golds, example_id in zip(
-            batch["label_text"], batch["gold_texts"], batch["example_id"], strict=True
+            labels["label_text"], labels["gold_texts"], labels["example_id"], strict=True
         ):
             if text:
                 labelled += 1
@@ -119,15 +124,11 @@ def _summarise(
                 last_found = example_id
                 matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
     answerable = 0
-    answers = loaded.splits["train"].select_columns(["answers"]).with_format("arrow")
-    for table in answers.iter(batch_size=MAP_BATCH_SIZE):
-        texts = pc.struct_field(table.column("answers"), "text")
+    for batch in stream_rows(loaded.splits["train"], ["answers"]):
+        texts = pc.struct_field(batch.column("answers"), "text")
         answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
-    # Window lengths from Arrow's list offsets: no token ids become Python objects.
     train_lengths = (
-        pc.list_value_length(train.data.column("input_ids"))
-        .to_numpy(zero_copy_only=False)
-        .astype(np.int64)
+        np.concatenate(lengths).astype(np.int64) if lengths else np.zeros(0, dtype=np.int64)
     )
     n_train = len(loaded.splits["train"])
     n_val = len(loaded.splits["validation"]) if "validation" in loaded.splits else 0
