@@ -8,15 +8,26 @@ Reading the formats is ``core/records``; keeping, repairing and counting example
 
 from __future__ import annotations
 
-import random
+import atexit
+import shutil
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.records import DataError, hub_records, read_records
+from qa_finetune.core.example_files import (
+    example_features,
+    open_examples,
+    split_by_context,
+    write_examples,
+)
+from qa_finetune.core.record_stream import stream_records
+from qa_finetune.core.records import DataError, hub_records
 from qa_finetune.core.textio import check_file
-from qa_finetune.core.validation import SplitReport, validate_records
+from qa_finetune.core.validation import SplitReport, iter_validated
 
 SAMPLE_DATA_DIR = Path(__file__).parents[1] / "sample_data"
 
@@ -52,36 +63,12 @@ def sample_data_path(name: str = "train") -> Path:
 
 def to_dataset(records: list[dict[str, Any]]) -> Any:
     """Validated records -> a ``datasets.Dataset`` with the standard columns and types."""
-    from datasets import Dataset, Features, Sequence, Value
+    from datasets import Dataset
 
-    features = Features(
-        {
-            "id": Value("string"),
-            "title": Value("string"),
-            "context": Value("string"),
-            "question": Value("string"),
-            "answers": {
-                "text": Sequence(Value("string")),
-                "answer_start": Sequence(Value("int32")),
-            },
-        }
-    )
-    return Dataset.from_list(records, features=features)
+    return Dataset.from_list(records, features=example_features())
 
 
-def _split_by_context(
-    records: list[dict[str, Any]], fraction: float, seed: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Hold out whole paragraphs, so no validation context was seen in training."""
-    contexts = sorted({r["context"] for r in records})
-    random.Random(seed).shuffle(contexts)
-    held_out = set(contexts[: max(1, round(len(contexts) * fraction))])
-    train = [r for r in records if r["context"] not in held_out]
-    validation = [r for r in records if r["context"] in held_out]
-    return train, validation
-
-
-def load_hub_split(config: DataConfig, split: str) -> list[dict[str, Any]]:
+def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
     """One split of a Hub dataset as flat records, with a clear error when it cannot load."""
     from datasets import load_dataset
 
@@ -95,12 +82,23 @@ def load_hub_split(config: DataConfig, split: str) -> list[dict[str, Any]]:
         ) from exc
     except ValueError as exc:
         raise DataError(f"dataset '{config.dataset}' has no split '{split}': {exc}") from exc
-    return list(hub_records(dataset))
+    return hub_records(dataset)
 
 
-def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
-    """Load, validate and split the configured data into ``train`` and ``validation``."""
-    raw: dict[str, list[dict[str, Any]]] = {}
+def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) -> LoadedData:
+    """Load, validate and split the configured data into ``train`` and ``validation``.
+
+    Records stream from the files through validation into Arrow files in ``work_dir`` (a
+    temporary folder removed when the process ends, when not given), a batch at a time:
+    memory does not grow with the number of examples.
+    """
+    if work_dir is None:
+        # Kept until the process ends: the splits may outlive the returned object, and a
+        # Dataset pickled to worker processes reopens its files by name.
+        work_dir = Path(tempfile.mkdtemp(prefix="qa-finetune-examples-"))
+        atexit.register(shutil.rmtree, work_dir, True)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    raw: dict[str, Iterable[dict[str, Any]]] = {}
     sources: dict[str, str] = {}
     if config.dataset:
         for name, split in (("train", config.train_split), ("validation", config.validation_split)):
@@ -109,29 +107,34 @@ def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
     else:
         for name, files in (("train", config.train_file), ("validation", config.validation_file)):
             if files:
-                raw[name] = [r for f in split_paths(files) for r in read_records(Path(f), config)]
+                paths = [Path(f) for f in split_paths(files)]
+                raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
                 sources[name] = files
         if not raw:
             raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
 
     reports: dict[str, SplitReport] = {}
-    validated: dict[str, list[dict[str, Any]]] = {}
+    files: dict[str, Path] = {}
     for name, records in raw.items():
         reports[name] = SplitReport()
-        validated[name] = validate_records(records, config.version_2_with_negative, reports[name])
-
-    if "train" in validated and "validation" not in validated and config.validation_fraction > 0:
-        validated["train"], validated["validation"] = _split_by_context(
-            validated["train"], config.validation_fraction, seed
+        files[name] = work_dir / f"{name}-examples.arrow"
+        write_examples(
+            iter_validated(records, config.version_2_with_negative, reports[name]), files[name]
         )
+
+    if "train" in files and "validation" not in files and config.validation_fraction > 0:
+        held_in, held_out = work_dir / "train-held-in.arrow", work_dir / "validation-held-out.arrow"
+        split_by_context(files["train"], config.validation_fraction, seed, held_in, held_out)
+        files["train"], files["validation"] = held_in, held_out
         sources["validation"] = f"{sources['train']} (held-out {config.validation_fraction:.0%})"
 
+    splits = {name: open_examples(path) for name, path in files.items()}
     limits = {"train": config.max_train_samples, "validation": config.max_eval_samples}
     for name, limit in limits.items():
-        if limit is not None and name in validated:
-            validated[name] = validated[name][:limit]
+        if limit is not None and name in splits and limit < len(splits[name]):
+            splits[name] = splits[name].select(range(limit))
 
-    for name, records in validated.items():
+    for name, examples in splits.items():
         report = reports.get(name) or reports["train"]
         if config.strict and (report.answers_repaired or report.examples_dropped):
             raise DataError(
@@ -139,7 +142,7 @@ def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
                 f"{report.examples_dropped} examples dropped ({dict(report.drop_reasons)}); "
                 "fix the file or run without --strict"
             )
-        if not records:
+        if not len(examples):
             raise DataError(
                 f"{sources[name]}: no usable examples (dropped: {dict(report.drop_reasons)}); "
                 "check the file's fields"
@@ -147,5 +150,4 @@ def load_data(config: DataConfig, seed: int = 42) -> LoadedData:
 
     from datasets import DatasetDict
 
-    splits = DatasetDict({name: to_dataset(records) for name, records in validated.items()})
-    return LoadedData(splits=splits, reports=reports, sources=sources)
+    return LoadedData(splits=DatasetDict(splits), reports=reports, sources=sources)

@@ -34,7 +34,12 @@ def _is_nested_squad(payload: Any) -> bool:
 
 def _flatten_squad(payload: Mapping[str, Any], path: Path) -> Iterator[dict[str, Any]]:
     """Yield one flat record per question of an official nested SQuAD file."""
-    for article_index, article in enumerate(payload["data"]):
+    return flatten_articles(payload["data"], path)
+
+
+def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, Any]]:
+    """Yield one flat record per question of SQuAD articles (read whole or streamed)."""
+    for article_index, article in enumerate(articles):
         title = article.get("title", "")
         paragraphs = article.get("paragraphs")
         if not isinstance(paragraphs, list):

@@ -5,7 +5,7 @@ tokenization because of a bad example."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,7 +104,14 @@ def validate_records(
     records: Iterable[dict[str, Any]], version_2: bool, report: SplitReport
 ) -> list[dict[str, Any]]:
     """Keep usable examples, repair offsets where unambiguous, count everything else."""
-    kept: list[dict[str, Any]] = []
+    return list(iter_validated(records, version_2, report))
+
+
+def iter_validated(
+    records: Iterable[dict[str, Any]], version_2: bool, report: SplitReport
+) -> Iterator[dict[str, Any]]:
+    """``validate_records`` one record at a time: the kept examples come out as they are
+    validated (the report is complete once the records are exhausted)."""
     seen_ids: set[str] = set()
     for index, record in enumerate(records):
         report.examples_read += 1
@@ -127,14 +134,11 @@ def validate_records(
             report.unanswerable += 1
         report.answers_repaired += int(repaired)
         seen_ids.add(example_id)
-        kept.append(
-            {
-                "id": example_id,
-                "title": str(record.get("title") or ""),
-                "context": context,
-                "question": record["question"],
-                "answers": {"text": texts, "answer_start": starts},
-            }
-        )
-    report.examples_kept = len(kept)
-    return kept
+        report.examples_kept += 1
+        yield {
+            "id": example_id,
+            "title": str(record.get("title") or ""),
+            "context": context,
+            "question": record["question"],
+            "answers": {"text": texts, "answer_start": starts},
+        }

@@ -16,6 +16,7 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
+from qa_finetune.core.dataset_save import save_dataset, stream_rows
 from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.core.metrics import normalize_answer
 from qa_finetune.core.windows import WindowSpec, window_spec
@@ -32,6 +33,11 @@ from qa_finetune.runs.directory import write_json
 # trimmed once, context offsets without edge whitespace.
 FEATURE_FORMAT = 2
 MAP_BATCH_SIZE = 1000
+# Examples per map call (see _windows); a multiple of MAP_BATCH_SIZE, so the batches are the
+# same as in one call.
+MAP_CHUNK_EXAMPLES = 20 * MAP_BATCH_SIZE
+# Inside a cache's staging folder: the examples and windows while they are built.
+WORK_DIR = "work"
 
 
 @dataclass
@@ -97,25 +103,32 @@ def _summarise(
     """Counts for the prepare report, including how well labels match the gold answers."""
     import pyarrow.compute as pc
 
-    # Read in batches, never whole columns as Python lists: memory stays flat as data grows.
-    labelled = matches = 0
-    found_ids = set()
-    columns = train.select_columns(["label_text", "gold_texts", "example_id"])
-    for batch in columns.iter(batch_size=MAP_BATCH_SIZE):
+    # Read in batches from the files, never whole columns as Python lists nor through memory
+    # maps (their pages stay resident): memory stays flat as data grows.
+    labelled = matches = found = 0
+    # An example's windows are consecutive and ids are unique, so counting the changes of id
+    # among labelled windows counts the examples with an answer found, holding no id set.
+    last_found = None
+    lengths = []
+    columns = ["label_text", "gold_texts", "example_id", "input_ids"]
+    for batch in stream_rows(train, columns):
+        # Window lengths from Arrow's list offsets: no token ids become Python objects.
+        lengths.append(pc.list_value_length(batch.column("input_ids")).to_numpy())
+        labels = batch.select(columns[:3]).to_pydict()
         for text, golds, example_id in zip(
-            batch["label_text"], batch["gold_texts"], batch["example_id"], strict=True
+            labels["label_text"], labels["gold_texts"], labels["example_id"], strict=True
         ):
             if text:
                 labelled += 1
-                found_ids.add(example_id)
+                found += example_id != last_found
+                last_found = example_id
                 matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
-    answerable = sum(1 for a in loaded.splits["train"]["answers"] if a["text"])
-    found = len(found_ids)
-    # Window lengths from Arrow's list offsets: no token ids become Python objects.
+    answerable = 0
+    for batch in stream_rows(loaded.splits["train"], ["answers"]):
+        texts = pc.struct_field(batch.column("answers"), "text")
+        answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
     train_lengths = (
-        pc.list_value_length(train.data.column("input_ids"))
-        .to_numpy(zero_copy_only=False)
-        .astype(np.int64)
+        np.concatenate(lengths).astype(np.int64) if lengths else np.zeros(0, dtype=np.int64)
     )
     n_train = len(loaded.splits["train"])
     n_val = len(loaded.splits["validation"]) if "validation" in loaded.splits else 0
@@ -150,45 +163,97 @@ def _summarise(
     }
 
 
-def _build(config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec) -> tuple[Any, Any]:
+def _build(
+    config: Config, loaded: LoadedData, tokenizer: Any, spec: WindowSpec, work: Path
+) -> tuple[Any, Any]:
+    """Windows of both splits, written to cache files in ``work`` a batch at a time (never
+    held whole in memory)."""
     splits = loaded.splits
-    common = {"batched": True, "batch_size": MAP_BATCH_SIZE, "num_proc": config.preprocess.num_proc}
-    train = splits["train"].map(
-        prepare_train_features,
-        fn_kwargs={"tokenizer": tokenizer, "spec": spec},
-        remove_columns=splits["train"].column_names,
-        desc="Train windows",
-        **common,
-    )
+    settings = {
+        "batched": True,
+        "batch_size": MAP_BATCH_SIZE,
+        "writer_batch_size": MAP_BATCH_SIZE,
+        "num_proc": config.preprocess.num_proc,
+        "load_from_cache_file": False,
+        "fn_kwargs": {"tokenizer": tokenizer, "spec": spec},
+    }
+    train = _windows(splits["train"], prepare_train_features, work / "train", settings)
     validation = None
     if "validation" in splits:
-        validation = splits["validation"].map(
-            prepare_eval_features,
-            fn_kwargs={"tokenizer": tokenizer, "spec": spec},
-            remove_columns=splits["validation"].column_names,
-            desc="Validation windows",
-            **common,
+        validation = _windows(
+            splits["validation"], prepare_eval_features, work / "validation", settings
         )
     return train, validation
 
 
-def _write_atomically(
-    target: Path, parts: dict[str, Any], report: dict[str, Any], replace: bool = True
-) -> None:
-    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
+def _windows(examples: Any, function: Any, prefix: Path, settings: dict[str, Any]) -> Any:
+    """``examples.map(function)`` into ``{prefix}-windows*.arrow``, in chunks of
+    ``MAP_CHUNK_EXAMPLES`` examples, each read through its own memory map of the examples
+    file (closed after its chunk), so the pages read do not pile up in resident memory."""
+    from datasets import Dataset, concatenate_datasets
+    from datasets.table import MemoryMappedTable
 
-    The sibling is this process's own, so processes preparing the same features at once (the
-    workers of a multi-worker run on one machine) do not write into each other's; without
-    ``replace``, a complete cache another process finished meanwhile is kept (it is the same
-    fingerprint, so the same features) and ours is dropped.
-    """
+    desc = f"{prefix.name.capitalize()} windows"
+    files = examples.cache_files
+    chunks = range(0, len(examples), MAP_CHUNK_EXAMPLES)
+    if len(chunks) <= 1 or len(files) != 1 or examples._indices is not None:
+        return examples.map(
+            function,
+            remove_columns=examples.column_names,
+            cache_file_name=f"{prefix}-windows.arrow",
+            desc=desc,
+            **settings,
+        )
+    parts = []
+    for number, start in enumerate(chunks):
+        # The split holds the first len(examples) rows of its file (load_data writes it so).
+        table = MemoryMappedTable.from_file(files[0]["filename"])
+        chunk = Dataset(table, fingerprint=examples._fingerprint).select(
+            range(start, min(start + MAP_CHUNK_EXAMPLES, len(examples)))
+        )
+        parts.append(
+            chunk.map(
+                function,
+                remove_columns=chunk.column_names,
+                cache_file_name=f"{prefix}-windows-{number:05d}.arrow",
+                desc=f"{desc} ({number + 1}/{len(chunks)})",
+                **settings,
+            )
+        )
+        del table, chunk  # unmaps this chunk's examples
+    return concatenate_datasets(parts)
+
+
+def _staging_dir(target: Path) -> Path:
+    """A fresh temporary sibling of ``target``, this process's own: processes preparing the
+    same features at once (the workers of a multi-worker run on one machine) do not write
+    into each other's."""
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    return staging
+
+
+def _write_atomically(
+    target: Path,
+    parts: dict[str, Any],
+    report: dict[str, Any],
+    replace: bool = True,
+    staging: Path | None = None,
+) -> None:
+    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
+
+    Its ``work`` folder (the examples and windows being built) is removed before the rename.
+    Without ``replace``, a complete cache another process finished meanwhile is kept (it is
+    the same fingerprint, so the same features) and ours is dropped.
+    """
+    staging = staging or _staging_dir(target)
     for name, dataset in parts.items():
         if dataset is not None:
-            dataset.save_to_disk(str(staging / name))
+            save_dataset(dataset, staging / name)
     write_json(staging / "prepare_report.json", report)
+    # Open memory maps keep the removed files readable until they are closed.
+    shutil.rmtree(staging / WORK_DIR, ignore_errors=True)
     if replace:
         shutil.rmtree(target, ignore_errors=True)
     try:
@@ -244,16 +309,21 @@ def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
     return model_dir, tokenizer, spec
 
 
-def prepare(config: Config, force: bool = False) -> PreparedData:
-    """Build (or reuse) the features for ``config`` and return them with their report."""
-    model_dir, tokenizer, spec = check_model(config)
-    check_files_exist(config.data)
-    fingerprint = data_fingerprint(config, model_dir, spec)
-    cache_dir = features_root(config) / fingerprint
-    cached = not force and (cache_dir / "prepare_report.json").is_file()
-    if not cached:
-        loaded = load_data(config.data, seed=config.train.seed)
-        train, validation = _build(config, loaded, tokenizer, spec)
+def _build_cache(
+    config: Config,
+    cache_dir: Path,
+    tokenizer: Any,
+    spec: WindowSpec,
+    fingerprint: str,
+    replace: bool,
+) -> None:
+    """Load, window and save the features into ``cache_dir``. Examples and windows stream
+    through Arrow files in the staging folder, so memory does not grow with the data; on any
+    failure the staging folder is removed and nothing else on disk changes."""
+    staging = _staging_dir(cache_dir)
+    try:
+        loaded = load_data(config.data, seed=config.train.seed, work_dir=staging / WORK_DIR)
+        train, validation = _build(config, loaded, tokenizer, spec, staging / WORK_DIR)
         report = _summarise(loaded, train, validation, spec, fingerprint)
         _write_atomically(
             cache_dir,
@@ -263,8 +333,23 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
                 "validation_examples": loaded.splits.get("validation"),
             },
             report,
-            replace=force,
+            replace=replace,
+            staging=staging,
         )
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def prepare(config: Config, force: bool = False) -> PreparedData:
+    """Build (or reuse) the features for ``config`` and return them with their report."""
+    model_dir, tokenizer, spec = check_model(config)
+    check_files_exist(config.data)
+    fingerprint = data_fingerprint(config, model_dir, spec)
+    cache_dir = features_root(config) / fingerprint
+    cached = not force and (cache_dir / "prepare_report.json").is_file()
+    if not cached:
+        _build_cache(config, cache_dir, tokenizer, spec, fingerprint, replace=force)
     # Fresh or reused, the features are read back memory-mapped from the cache.
     try:
         train, validation, validation_examples, report = _load_cached(cache_dir)

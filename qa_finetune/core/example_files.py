@@ -1,0 +1,99 @@
+"""Validated examples on disk: written to Arrow files a batch at a time and read back
+memory-mapped, so loading data takes memory that does not grow with the number of examples."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+# Examples per record batch written; also what the writer holds in memory at once.
+WRITE_BATCH = 1000
+
+
+def example_features() -> Any:
+    """The columns and types of validated examples (a ``datasets.Features``)."""
+    from datasets import Features, Sequence, Value
+
+    return Features(
+        {
+            "id": Value("string"),
+            "title": Value("string"),
+            "context": Value("string"),
+            "question": Value("string"),
+            "answers": {
+                "text": Sequence(Value("string")),
+                "answer_start": Sequence(Value("int32")),
+            },
+        }
+    )
+
+
+def write_examples(records: Iterable[dict[str, Any]], path: Path) -> int:
+    """Write ``records`` to the Arrow file ``path`` in batches; return how many there were."""
+    from datasets.arrow_writer import ArrowWriter
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = ArrowWriter(features=example_features(), path=str(path), writer_batch_size=WRITE_BATCH)
+    try:
+        for record in records:
+            writer.write(record)
+        count, _ = writer.finalize()
+    finally:
+        writer.close()
+    return count
+
+
+def open_examples(path: Path) -> Any:
+    """The examples of an Arrow file as a memory-mapped ``datasets.Dataset``.
+
+    Its fingerprint is the file's content hash, not ``datasets``' default (which hashes the
+    file's path, here a per-process folder), so the same data gives the same saved state.
+    """
+    from datasets import Dataset
+    from datasets.table import MemoryMappedTable
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    table = MemoryMappedTable.from_file(str(path))
+    return Dataset(table, fingerprint=digest.hexdigest()[:16])
+
+
+def split_by_context(
+    source: Path, fraction: float, seed: int, train_path: Path, validation_path: Path
+) -> None:
+    """Hold out whole paragraphs, so no validation context was seen in training.
+
+    The held-out paragraphs are those of the list of distinct contexts, sorted and shuffled
+    with ``seed`` (the same as sorting Python strings: UTF-8 bytes sort in code-point order);
+    only the distinct contexts are held (in Arrow), and the examples are copied batch by batch.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    with pa.OSFile(str(source)) as stream:
+        reader = pa.ipc.open_stream(stream)
+        schema = reader.schema
+        contexts = pa.array([], type=pa.string())
+        for batch in reader:  # read, not mapped: only the distinct contexts stay in memory
+            contexts = pa.concat_arrays([contexts, batch.column("context").unique()]).unique()
+    contexts = contexts.take(pc.sort_indices(contexts))
+    order = list(range(len(contexts)))
+    random.Random(seed).shuffle(order)  # the permutation shuffle() gives any list this long
+    held_out = contexts.take(
+        pa.array(order[: max(1, round(len(contexts) * fraction))], type=pa.int64())
+    )
+    del contexts, order
+    with (
+        pa.OSFile(str(source)) as stream,
+        pa.ipc.new_stream(str(train_path), schema) as train,
+        pa.ipc.new_stream(str(validation_path), schema) as validation,
+    ):
+        for batch in pa.ipc.open_stream(stream):
+            mask = pc.is_in(batch.column("context"), value_set=held_out)
+            train.write_batch(batch.filter(pc.invert(mask)))
+            validation.write_batch(batch.filter(mask))
