@@ -74,17 +74,24 @@ def cold(run: Path, onnx_dir: Path, question: str, context: str, runs: int) -> d
 
 
 def warm(answerers: dict[str, QuestionAnswerer], rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Median seconds per question of each answerer, alternating question by question."""
+    """Median seconds per question of each answerer: each answers all ``rows`` in a block, and
+    the blocks run twice in turn (ABCABC).
+
+    Blocks, not question-by-question alternation: ONNX Runtime's worker threads keep spinning
+    for a while after each run, and would slow whichever session runs next. Two rounds spread
+    drift in the machine's load over all of them.
+    """
     times: dict[str, list[float]] = {name: [] for name in answerers}
-    # Warm-up past infer.COMPILE_AFTER_BATCHES, so TensorFlow runs its traced graph.
+    # Warm-up past COMPILE_AFTER_BATCHES, so TensorFlow runs its traced graph.
     for answerer in answerers.values():
         for row in rows[:20]:
             answerer.answer(row["question"], row["context"])
-    for row in rows:
+    for _ in range(2):
         for name, answerer in answerers.items():
-            began = time.perf_counter()
-            answerer.answer(row["question"], row["context"])
-            times[name].append(time.perf_counter() - began)
+            for row in rows:
+                began = time.perf_counter()
+                answerer.answer(row["question"], row["context"])
+                times[name].append(time.perf_counter() - began)
     return {name: statistics.median(values) for name, values in times.items()}
 
 
