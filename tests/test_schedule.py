@@ -22,6 +22,21 @@ def test_linear_schedule_equals_transformers_warmup_and_linear_decay() -> None:
         assert float(ours(step)) == pytest.approx(float(reference(step)), rel=1e-5, abs=1e-12)
 
 
+def test_built_optimizer_warms_up_for_the_reported_whole_steps() -> None:
+    """38 steps at warm-up ratio 0.1: 3 warm-up steps (as the run prints), not 3.8."""
+    from transformers import create_optimizer
+
+    from qa_finetune.config import Config
+    from qa_finetune.training.schedule import Schedule, build_optimizer
+
+    config = Config.from_dict({"train": {"learning_rate": 2e-4, "warmup_ratio": 0.1}})
+    schedule = Schedule(steps_per_epoch=19, total_steps=38, warmup_steps=int(38 * 0.1))
+    _, ours = build_optimizer(config, schedule)
+    _, reference = create_optimizer(init_lr=2e-4, num_train_steps=38, num_warmup_steps=3)
+    for step in range(39):
+        assert float(ours(step)) == pytest.approx(float(reference(step)), rel=1e-5, abs=1e-12)
+
+
 def test_constant_schedule_is_flat() -> None:
     from qa_finetune.training.schedule import ProgressSchedule
 

@@ -85,9 +85,10 @@ def build_optimizer(config: Config, schedule: Schedule) -> tuple[Any, ProgressSc
     from transformers import AdamWeightDecay
 
     train = config.train
-    rate = ProgressSchedule(
-        train.learning_rate, schedule.total_steps, train.warmup_ratio, train.lr_schedule
-    )
+    # The warm-up is the whole number of steps the run reports (int(total x ratio)), as a
+    # fraction of training: exactly transformers' warm-up without a time budget.
+    warmup = schedule.warmup_steps / max(schedule.total_steps, 1)
+    rate = ProgressSchedule(train.learning_rate, schedule.total_steps, warmup, train.lr_schedule)
     common = {
         "learning_rate": rate,
         "beta_1": 0.9,
