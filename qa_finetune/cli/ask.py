@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from qa_finetune.cli.context_input import read_context
-from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
@@ -17,6 +16,7 @@ from qa_finetune.cli.options import (
     OutputDirOption,
     StrideOption,
     friendly_errors,
+    model_on_backend,
 )
 from qa_finetune.errors import QAFinetuneError
 
@@ -129,14 +129,7 @@ def _load_answerer(
     model: str | None, output_dir: str | None, backend: str, **settings: Any
 ) -> QuestionAnswerer:
     """The model (default: the latest run under ``output_dir``) on its backend."""
-    from qa_finetune.modeling.onnx_backend import choose_backend
-    from qa_finetune.modeling.reference import resolve_model_dir
-    from qa_finetune.runs.lookup import latest_run
-
-    reference = model or str(latest_run(Path(output_dir or "outputs")))
-    # The ONNX path never imports TensorFlow: that import alone costs seconds.
-    if choose_backend(resolve_model_dir(reference), backend) == "tf":
-        import_tensorflow_quietly()
+    reference = model_on_backend(model, backend, output_dir)
     from qa_finetune.inference.answerer import QuestionAnswerer
 
     return QuestionAnswerer.load(reference, backend=backend, **settings)

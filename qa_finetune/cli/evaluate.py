@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
@@ -16,6 +15,7 @@ from qa_finetune.cli.options import (
     ModelOption,
     StrideOption,
     friendly_errors,
+    model_on_backend,
 )
 from qa_finetune.errors import QAFinetuneError
 
@@ -59,7 +59,7 @@ def evaluate(
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is None:
-        model = _model_on_backend(model, backend)
+        model = model_on_backend(model, backend)
     from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
 
     if predictions is not None:
@@ -86,16 +86,3 @@ def evaluate(
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
     )
-
-
-def _model_on_backend(model: str | None, backend: str) -> str:
-    """The model to score (default: the latest run); TensorFlow is imported only if it runs it."""
-    from qa_finetune.modeling.onnx_backend import choose_backend
-    from qa_finetune.modeling.reference import resolve_model_dir
-    from qa_finetune.runs.lookup import latest_run
-
-    model = model or str(latest_run(Path("outputs")))
-    # Scoring an ONNX export never imports TensorFlow.
-    if choose_backend(resolve_model_dir(model), backend) == "tf":
-        import_tensorflow_quietly()
-    return model

@@ -93,3 +93,17 @@ def resolve(
     from qa_finetune.config import resolve_config
 
     return resolve_config(config_path, flags, assignments)
+
+
+def model_on_backend(model: str | None, backend: str, output_dir: str | None = None) -> str:
+    """The model to use (default: the latest run under ``output_dir``); TensorFlow is imported
+    only when the chosen backend is TensorFlow: the ONNX path never pays for that import."""
+    from qa_finetune.cli.native_logs import import_tensorflow_quietly
+    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.runs.lookup import latest_run
+
+    reference = model or str(latest_run(Path(output_dir or "outputs")))
+    if choose_backend(resolve_model_dir(reference), backend) == "tf":
+        import_tensorflow_quietly()
+    return reference

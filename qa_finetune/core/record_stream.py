@@ -24,6 +24,7 @@ from qa_finetune.core.records import (
     DataError,
     _rename_columns,
     flatten_articles,
+    json_line,
     read_records,
 )
 from qa_finetune.core.textio import check_file, read_text
@@ -92,17 +93,8 @@ def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
     with _open_without_bom(path) as handle:
         for line_number, raw in enumerate(handle, 1):
             line = raw.decode("utf-8").removesuffix("\n")
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it"
-                ) from None
-            if not isinstance(row, Mapping):
-                raise DataError(f"{path}:{line_number}: each line must be a JSON object")
-            yield dict(row)
+            if line.strip():
+                yield json_line(path, line_number, line)
 
 
 def _first_line_is_object(path: Path) -> bool:

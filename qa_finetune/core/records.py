@@ -87,21 +87,25 @@ def _normalise_answers(value: Any) -> dict[str, list[Any]]:
     return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
 
 
+def json_line(path: Path, line_number: int, line: str) -> dict[str, Any]:
+    """One JSON Lines row, or a ``DataError`` naming the file and line."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it"
+        ) from None
+    if not isinstance(row, Mapping):
+        raise DataError(f"{path}:{line_number}: each line must be a JSON object")
+    return dict(row)
+
+
 def _json_lines(path: Path, text: str) -> list[dict[str, Any]]:
-    rows = []
-    for line_number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it"
-            ) from None
-        if not isinstance(row, Mapping):
-            raise DataError(f"{path}:{line_number}: each line must be a JSON object")
-        rows.append(dict(row))
-    return rows
+    return [
+        json_line(path, number, line)
+        for number, line in enumerate(text.split("\n"), 1)
+        if line.strip()
+    ]
 
 
 def _read_flat_rows(path: Path) -> list[dict[str, Any]]:
