@@ -151,6 +151,9 @@ class TrainConfig:
     # A training-time budget: training stops when its clock reaches it (validations included),
     # and the learning-rate schedule ends there too. Epochs or max_steps still cap it.
     max_minutes: float | None = None
+    # On CPU, refuse a batch whose estimated training memory exceeds the free memory (the
+    # kernel would kill the process without a message); false tries anyway.
+    memory_check: bool = True
     run_name: str | None = None
     output_dir: str = "outputs"
     tensorboard: bool = True

@@ -110,6 +110,15 @@ ROWS: dict[str, Row] = {
         "bad.json:3:19: not valid JSON (Expecting ',' delimiter)",
         (*VICTIM, "bad.json"),
     ),
+    # A batch far beyond the machine's memory is refused before any work, on CPU, where
+    # running out would be a kill without a message; the old run stays.
+    "train-batch-beyond-memory": Row(
+        run_dir,
+        [*TRAIN, "--batch-size", "100000", "--overwrite"],
+        1,
+        "GiB is available: lower --batch-size",
+        VICTIM,
+    ),
     # 8. A run that fails before it starts leaves no folder to block the rerun.
     "train-failed-leaves-no-folder": Row(
         files(),

@@ -21,8 +21,9 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.lookup import load_run_config
-from qa_finetune.training.cluster import cluster_of, worker_claim
+from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
 from qa_finetune.training.loop import TrainingRun
+from qa_finetune.training.memory import check_fits
 from qa_finetune.training.prepare import PreparedData, check_model, prepare
 from qa_finetune.training.schedule import (
     ProgressSchedule,
@@ -68,22 +69,30 @@ def _check_resume_request(run_dir: Path, stored: Config, requested: Mapping[str,
 def _checked_config(
     config: Config,
     run_dir: Path,
-    chief: bool,
+    cluster: Cluster,
     resume: bool,
     overwrite: bool,
     requested: Mapping[str, Any] | None,
 ) -> Config:
-    """The config to train with, once the model and the run directory can be used."""
+    """The config to train with, once the model, the memory and the run directory allow."""
     # A model that cannot be trained fails before a run directory or features are made.
-    check_model(config)
-    if chief:
+    model_dir, _, _ = check_model(config)
+    if cluster.chief:
         rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
-    if not resume:
-        return config
-    # The run's own resolved config wins, so resuming cannot silently change the recipe.
-    stored = load_run_config(run_dir)
-    _check_resume_request(run_dir, stored, requested or {})
-    return stored
+    if resume:
+        # The run's own resolved config wins, so resuming cannot silently change the recipe.
+        stored = load_run_config(run_dir)
+        _check_resume_request(run_dir, stored, requested or {})
+        config = stored
+    train = config.train
+    if train.memory_check and not has_gpu():
+        check_fits(
+            model_dir,
+            batch_size=math.ceil(train.batch_size / cluster.workers),
+            max_length=config.preprocess.max_length,
+            bytes_per_value=2 if train.mixed_precision == "on" else 4,
+        )
+    return config
 
 
 def train(
@@ -106,7 +115,7 @@ def train(
         make_strategy(config.train.strategy) if config.train.strategy == "multi_worker" else None
     )
     cluster = cluster_of(strategy)
-    config = _checked_config(config, run_dir, cluster.chief, resume, overwrite, requested)
+    config = _checked_config(config, run_dir, cluster, resume, overwrite, requested)
 
     prepared = prepare(config)
     if len(prepared.train) == 0:
