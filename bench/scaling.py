@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,16 +51,43 @@ def replicate(source: Path, questions: int, target: Path) -> None:
     target.write_text(json.dumps({"version": "1.1", "data": articles}), encoding="utf-8")
 
 
-def run_measured(command: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MiB, stdout) of a child process."""
+class StatusSampler(threading.Thread):
+    """Peak anonymous and file-backed resident memory (MiB) of a process, from
+    ``/proc/PID/status`` every 50 ms: ru_maxrss alone mixes the two, and file-backed pages
+    (memory-mapped Arrow files) are the kernel's to drop when memory is short."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.path = Path(f"/proc/{pid}/status")
+        self.peaks = {"RssAnon": 0.0, "RssFile": 0.0}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                lines = self.path.read_text().splitlines()
+            except OSError:
+                return
+            for line in lines:
+                key, _, value = line.partition(":")
+                if key in self.peaks:
+                    self.peaks[key] = max(self.peaks[key], int(value.split()[0]) / 1024)
+
+
+def run_measured(command: list[str]) -> tuple[float, float, str, dict[str, float]]:
+    """(wall seconds, peak RSS MiB, stdout, peak anonymous / file-backed MiB) of a child."""
     began = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sampler = StatusSampler(child.pid)
+    sampler.start()
     output = child.stdout.read() if child.stdout else ""
+    sampler.done.set()
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - began
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{command} failed:\n{output[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024, output
+    peaks = {key: round(value, 1) for key, value in sampler.peaks.items()}
+    return seconds, usage.ru_maxrss / 1024, output, peaks
 
 
 def prepare_point(data: Path, questions: int, procs: int, work: Path) -> dict[str, Any]:
@@ -74,12 +102,13 @@ def prepare_point(data: Path, questions: int, procs: int, work: Path) -> dict[st
         "--max-length", "384", "--stride", "128", "--set", f"preprocess.num_proc={procs}",
         "--force",
     ]  # fmt: skip
-    seconds, rss, _ = run_measured(command)
+    seconds, rss, _, peaks = run_measured(command)
     windows = None
     for report in out.rglob("prepare_report.json"):
         windows = json.loads(report.read_text())["train"].get("features")
     return {"questions": questions, "num_proc": procs, "seconds": round(seconds, 2),
-            "peak_rss_mib": round(rss, 1), "windows": windows}  # fmt: skip
+            "peak_rss_mib": round(rss, 1), "peak_anon_mib": peaks["RssAnon"],
+            "peak_file_mib": peaks["RssFile"], "windows": windows}  # fmt: skip
 
 
 def evaluate_point(data: Path, questions: int, work: Path) -> dict[str, Any]:
@@ -89,12 +118,13 @@ def evaluate_point(data: Path, questions: int, work: Path) -> dict[str, Any]:
         "--allow-untrained-head", "--data", str(data), "--max-samples", str(questions),
         "--output-dir", str(work / f"eval-{questions}"),
     ]  # fmt: skip
-    seconds, rss, _ = run_measured(command)
+    seconds, rss, _, peaks = run_measured(command)
     return {
         "questions": questions,
         "seconds": round(seconds, 2),
         "questions_per_s": round(questions / seconds, 2),
         "peak_rss_mib": round(rss, 1),
+        "peak_anon_mib": peaks["RssAnon"],
     }
 
 
@@ -130,7 +160,7 @@ def ask_point(data: Path, words: int, repeats: int) -> dict[str, Any]:
     """Warm latency of one question over a ``words``-word context, in a fresh process."""
     code = ASK_CHILD.format(root=str(ROOT), words=words, data=str(data), model=MODEL,
                             repeats=repeats)  # fmt: skip
-    _, rss, output = run_measured([sys.executable, "-c", code])
+    _, rss, output, _ = run_measured([sys.executable, "-c", code])
     point = json.loads(output.strip().splitlines()[-1])
     point["seconds"] = round(point["seconds"], 3)
     point["ms_per_window"] = round(1000 * point["seconds"] / point["windows"], 1)
