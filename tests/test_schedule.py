@@ -101,3 +101,29 @@ def test_time_budget_stops_training_with_validation_and_checkpoint(
     assert [p.name for p in states] == ["state-1.json"]
     history = (run_dir / "history.csv").read_text().splitlines()
     assert len(history) == 2  # header + the one validation at the stop
+
+
+def test_progress_eta_is_the_budget_when_the_budget_ends_the_run_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from qa_finetune.training.callbacks import ProgressLog
+
+    step = {"now": 0}
+    left = {"seconds": 3600.0}
+    log = ProgressLog(
+        lambda: step["now"], total_steps=1000, every=1, budget_left=lambda: left["seconds"]
+    )
+    for now in (1, 2):
+        step["now"] = now
+        log.on_train_batch_end(now, {"loss": 2.0})
+    # About 998 steps left at thousands of steps per second: the steps end the run first.
+    first = capsys.readouterr().out.splitlines()[-1]
+    assert first.startswith("step 2/1000  loss 2.0000") and "(time budget)" not in first
+    left["seconds"] = 0.0
+    step["now"] = 3
+    log.on_train_batch_end(3, {"loss": 2.0})
+    assert capsys.readouterr().out.strip().endswith("ETA 0m00s (time budget)")
+    # Without a budget the steps alone decide.
+    plain = ProgressLog(lambda: step["now"], total_steps=1000, every=1)
+    plain.on_train_batch_end(3, {"loss": 2.0})
+    assert "(time budget)" not in capsys.readouterr().out

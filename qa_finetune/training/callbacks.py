@@ -77,11 +77,20 @@ class StepHooks(tf_keras.callbacks.Callback):
 class ProgressLog(tf_keras.callbacks.Callback):
     """Plain progress lines with an ETA, for logs and pipes where Keras bars are not shown."""
 
-    def __init__(self, step: Callable[[], int], total_steps: int, every: int = 25) -> None:
+    def __init__(
+        self,
+        step: Callable[[], int],
+        total_steps: int,
+        every: int = 25,
+        budget_left: Callable[[], float] | None = None,
+    ) -> None:
+        """``budget_left`` gives the seconds left of a training-time budget, if any: the run
+        ends at whichever comes first, the last step or the budget."""
         super().__init__()
         self._step = step
         self._total = total_steps
         self._every = every
+        self._budget_left = budget_left
         self._started: float | None = None
         self._first_step = 0
 
@@ -94,9 +103,12 @@ class ProgressLog(tf_keras.callbacks.Callback):
         elapsed = time.time() - self._started
         rate = (step - self._first_step) / max(elapsed, 1e-9)
         remaining = (self._total - step) / max(rate, 1e-9)
+        ends = ""
+        if self._budget_left is not None and self._budget_left() < remaining:
+            remaining, ends = max(self._budget_left(), 0.0), " (time budget)"
         loss = float((logs or {}).get("loss", float("nan")))
         print(
             f"step {step}/{self._total}  loss {loss:.4f}  {rate:.2f} steps/s  "
-            f"ETA {int(remaining // 60)}m{int(remaining % 60):02d}s",
+            f"ETA {int(remaining // 60)}m{int(remaining % 60):02d}s{ends}",
             flush=True,
         )

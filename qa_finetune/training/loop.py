@@ -170,7 +170,10 @@ class TrainingRun:
         callbacks: list[Any] = [self.clock, self.nan_guard, self.hooks]
         interactive = os.isatty(1)
         if not interactive:
-            callbacks.append(ProgressLog(self.step, self.schedule.total_steps))
+            budget_left = (lambda: budget * 60 - self.seconds()) if budget else None
+            callbacks.append(
+                ProgressLog(self.step, self.schedule.total_steps, budget_left=budget_left)
+            )
         if train.tensorboard:
             callbacks.append(
                 tf_keras.callbacks.TensorBoard(
