@@ -11,8 +11,8 @@ is exported as a model folder through a scratch run directory and scored with
 ``evaluate_model``. These weights are mid-schedule (the learning rate had not decayed yet), so
 each point is below what a run given that many minutes would reach: the curve is a lower bound.
 
-``--average K`` also scores the mean of the last K listed checkpoints' weights (checkpoint
-averaging), on the same data.
+``--average 2,3`` also scores the mean of the last 2 (and of the last 3) listed checkpoints'
+weights (checkpoint averaging), on the same data.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data", required=True, help="evaluation file")
     parser.add_argument("--limit", type=int, default=None, help="score the first N questions")
     parser.add_argument("--steps", required=True, help="comma-separated checkpoint steps")
-    parser.add_argument("--average", type=int, default=0, help="also score the last K averaged")
+    parser.add_argument(
+        "--average", default="", help="comma-separated K: also score the last K averaged"
+    )
     parser.add_argument("--work", default="/tmp/checkpoint-curve", help="scratch folder")
     parser.add_argument("--out", required=True, help="JSON results file")
     return parser.parse_args()
@@ -112,14 +114,13 @@ def main() -> None:
         "limit": args.limit,
         "checkpoints": rows,
     }
-    if args.average:
-        chosen = folders[-args.average :]
-        mean = averaged_model(chosen, work / "model-average")
-        result["average"] = {
-            "steps": [row["step"] for row in rows[-args.average :]],
-            **score(mean, args, config, work / "eval-average"),
-        }
-        print(json.dumps(result["average"]), flush=True)
+    result["averages"] = []
+    for count in [int(k) for k in args.average.split(",") if k]:
+        mean = averaged_model(folders[-count:], work / f"model-average-{count}")
+        row = {"steps": [row["step"] for row in rows[-count:]]}
+        row.update(score(mean, args, config, work / f"eval-average-{count}"))
+        print(json.dumps(row), flush=True)
+        result["averages"].append(row)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
