@@ -3,7 +3,7 @@
     # while the run trains: copy each new checkpoint of RUN/checkpoints/ into SNAPSHOTS/
     PYTHONPATH=$PWD .venv/bin/python bench/checkpoint_curve.py --run outputs/minilm-31k \
         --snapshots /work/snapshots --data ../shared/data/squad-v1.1-dev.json --limit 2000 \
-        --steps 800,1600,2400,3200 --out bench/results/checkpoint_curve.json
+        --steps 800,1600,2400,3200 --out bench/results/checkpoint_curve.json [--plot F.png]
 
 A run keeps only its latest checkpoint, so the intermediate ones are copies taken while it
 trained (``ckpt-N.*`` with ``state-N.json``, whose ``train_seconds`` gives the minutes). Each
@@ -42,6 +42,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--work", default="/tmp/checkpoint-curve", help="scratch folder")
     parser.add_argument("--out", required=True, help="JSON results file")
+    parser.add_argument("--plot", help="also draw the curve (and RUN/history.csv's) to this PNG")
     return parser.parse_args()
 
 
@@ -89,6 +90,41 @@ def score(model: Path, args: argparse.Namespace, config: Any, out: Path) -> dict
     return {"exact_match": metrics["exact_match"], "f1": metrics["f1"]}
 
 
+def plot(result: dict[str, Any], history: Path, target: Path) -> None:
+    """Evaluation F1 of the checkpoints and the run's monitor F1, against training minutes."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with history.open(encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("f1")]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    axis.plot(
+        [float(r["minutes"]) for r in rows],
+        [float(r["f1"]) for r in rows],
+        label="monitor F1 (the run's validation data)",
+        color="tab:gray",
+    )
+    points = result["checkpoints"]
+    limit = f"first {result['limit']} questions of " if result["limit"] else ""
+    axis.plot(
+        [p["minutes"] for p in points],
+        [p["f1"] for p in points],
+        "o-",
+        label=f"F1 on {limit}{Path(result['data']).name}",
+        color="tab:blue",
+    )
+    axis.set_xlabel("training minutes")
+    axis.set_ylabel("F1")
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(target, dpi=110)
+
+
 def main() -> None:
     args = parse_args()
     from qa_finetune.publish.export import export_run
@@ -122,6 +158,8 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         result["averages"].append(row)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.plot:
+        plot(result, run / "history.csv", Path(args.plot))
 
 
 if __name__ == "__main__":
