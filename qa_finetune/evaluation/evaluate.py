@@ -169,17 +169,23 @@ def _predict_and_score(
     return result, len(features)
 
 
-def read_predictions(path: Path) -> dict[str, str]:
-    """An official predictions file: one JSON object ``{question id: answer text}``."""
-    text = read_text(path, "predictions file", "--predictions", EvaluationError)
+def _json_object(path: Path, text: str, shape: str, fix: str = "") -> dict[str, Any]:
+    """``text`` (read from ``path``) as one JSON object, or an error naming the file."""
     try:
         values = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise EvaluationError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(values, dict):
         raise EvaluationError(
-            f"{path} must hold one JSON object {{question id: answer}} (official SQuAD format)"
-        )
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}){fix}"
+        ) from None
+    if not isinstance(values, dict):
+        raise EvaluationError(f"{path} must hold one JSON object {shape}")
+    return values
+
+
+def read_predictions(path: Path) -> dict[str, str]:
+    """An official predictions file: one JSON object ``{question id: answer text}``."""
+    text = read_text(path, "predictions file", "--predictions", EvaluationError)
+    values = _json_object(path, text, "{question id: answer} (official SQuAD format)")
     for key, value in values.items():
         if not isinstance(value, str):
             raise EvaluationError(
@@ -214,14 +220,8 @@ def evaluate_predictions(
     null_diff = None
     odds_path = predictions_path.with_name("null_odds.json")
     if version_2 and odds_path.is_file():
-        try:
-            odds = json.loads(read_text(odds_path, "null odds file", error=EvaluationError))
-        except json.JSONDecodeError as exc:
-            raise EvaluationError(
-                f"{odds_path} is not valid JSON ({exc.msg} at line {exc.lineno}): fix or remove it"
-            ) from None
-        if not isinstance(odds, dict):
-            raise EvaluationError(f"{odds_path} must hold one JSON object {{id: number}}")
+        text = read_text(odds_path, "null odds file", error=EvaluationError)
+        odds = _json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
         null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
     metrics = {
         **score(answers, gold, version_2, null_diff),

@@ -104,8 +104,9 @@ class ProgressLog(tf_keras.callbacks.Callback):
         rate = (step - self._first_step) / max(elapsed, 1e-9)
         remaining = (self._total - step) / max(rate, 1e-9)
         ends = ""
-        if self._budget_left is not None and self._budget_left() < remaining:
-            remaining, ends = max(self._budget_left(), 0.0), " (time budget)"
+        budget_left = self._budget_left() if self._budget_left is not None else None
+        if budget_left is not None and budget_left < remaining:
+            remaining, ends = max(budget_left, 0.0), " (time budget)"
         loss = float((logs or {}).get("loss", float("nan")))
         print(
             f"step {step}/{self._total}  loss {loss:.4f}  {rate:.2f} steps/s  "

@@ -23,7 +23,7 @@ from qa_finetune.errors import QAFinetuneError
 
 GIB = 1024**3
 # TensorFlow, the tokenizer and the features' memory maps, measured with MiniLM at batch 4.
-RUNTIME_BYTES = 1.0 * GIB
+RUNTIME_BYTES = GIB
 # Per layer and token: about three attention-score tensors per head (scores, softmax,
 # dropout) of the window's length, ten hidden-sized and three feed-forward-sized activations.
 SCORE_TENSORS = 3
@@ -82,15 +82,16 @@ def weights_bytes(model_dir: Path) -> int:
     return 0
 
 
+def fixed_bytes(weights: int) -> int:
+    """What a training process holds whatever the batch: the runtime and the weights' copies."""
+    return RUNTIME_BYTES + WEIGHT_COPIES * weights
+
+
 def training_bytes(
     shape: EncoderShape, weights: int, batch_size: int, max_length: int, bytes_per_value: int = 4
 ) -> int:
     """Estimated peak memory of a training process with batches of ``batch_size`` windows."""
-    return int(
-        RUNTIME_BYTES
-        + WEIGHT_COPIES * weights
-        + batch_size * window_bytes(shape, max_length, bytes_per_value)
-    )
+    return fixed_bytes(weights) + batch_size * window_bytes(shape, max_length, bytes_per_value)
 
 
 def available_bytes() -> int | None:
@@ -134,8 +135,7 @@ def check_fits(
     if needed <= available:
         return
     per_window = window_bytes(shape, max_length, bytes_per_value)
-    fixed = RUNTIME_BYTES + WEIGHT_COPIES * weights
-    fitting = max(math.floor((available - fixed) / per_window), 0)
+    fitting = max(math.floor((available - fixed_bytes(weights)) / per_window), 0)
     hint = f"at most about {fitting} fit" if fitting else "not even 1 fits: lower --max-length"
     raise QAFinetuneError(
         f"batches of {batch_size} windows of {max_length} tokens need about "
