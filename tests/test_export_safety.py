@@ -322,8 +322,13 @@ def test_evaluate_writes_a_new_output_folder(scored: tuple[Path, Path], tmp_path
     ids=["model", "model-and-stride", "max-samples"],
 )
 def test_predictions_with_model_options_is_an_error(
-    extra: list[str], named: str, scored: tuple[Path, Path], tmp_path: Path
+    extra: list[str],
+    named: str,
+    scored: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the default output folder, eval/, would be made here
     data, predictions = scored
     line = one_error_line(
         ["evaluate", "--predictions", str(predictions), "--data", str(data), *extra]
