@@ -289,7 +289,8 @@ def test_dry_run_stages_exactly_the_upload_folder(tmp_path: Path) -> None:
     assert result.url is None
     assert result.staging_dir == staging
     assert result.files == EXPECTED_FILES
-    assert sorted(snapshot(staging)) == EXPECTED_FILES
+    # Beside the upload files, only the marker that lets a later dry run replace the folder.
+    assert sorted(snapshot(staging)) == sorted([*EXPECTED_FILES, ".qa-finetune-staging"])
     assert (staging / "tf_model.h5").read_bytes() == WEIGHTS
     assert (staging / "README.md").read_text(encoding="utf-8") == result.card
     assert not any(f.startswith(("checkpoints", "features", "model/")) for f in result.files)
@@ -398,7 +399,7 @@ def test_second_dry_run_replaces_its_own_staging(tmp_path: Path) -> None:
     push_run(run_dir, REPO_ID, dry_run=True, staging_dir=staging)
     (run_dir / "eval" / "predictions.json").unlink()
     result = push_run(run_dir, REPO_ID, dry_run=True, staging_dir=staging)
-    assert sorted(snapshot(staging)) == result.files
+    assert sorted(snapshot(staging)) == sorted([*result.files, ".qa-finetune-staging"])
     assert "eval/predictions.json" not in result.files
 
 

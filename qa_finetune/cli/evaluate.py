@@ -27,7 +27,11 @@ PredictionsOption = Annotated[
     Path | None, typer.Option("--predictions", help="Score this predictions.json alone.")
 ]
 EvalOutputDirOption = Annotated[
-    Path | None, typer.Option("--output-dir", help="Where eval files go (default: RUN/eval).")
+    Path | None,
+    typer.Option(
+        "--output-dir",
+        help="Where eval files go (default: RUN/eval); not a run, model or export folder.",
+    ),
 ]
 Version2Option = Annotated[
     bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
@@ -60,6 +64,14 @@ def evaluate(
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is None:
         model = model_on_backend(model, backend)
+    else:
+        _check_predictions_alone(
+            model=model,
+            batch_size=batch_size,
+            max_length=max_length,
+            stride=stride,
+            max_samples=max_samples,
+        )
     from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
 
     if predictions is not None:
@@ -86,3 +98,15 @@ def evaluate(
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
     )
+
+
+def _check_predictions_alone(**model_options: object) -> None:
+    """``--predictions`` scores a file: options for running a model would be ignored."""
+    given = [
+        f"--{name.replace('_', '-')}" for name, value in model_options.items() if value is not None
+    ]
+    if given:
+        raise QAFinetuneError(
+            f"--predictions scores a predictions file alone, so {', '.join(given)} would be "
+            "ignored: drop it, or drop --predictions to run and score the model"
+        )

@@ -40,7 +40,11 @@ def export(
         ),
     ] = None,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing output folder.")
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Replace an existing output folder that an earlier export made (never a run).",
+        ),
     ] = False,
 ) -> None:
     """Export a run: a model folder with PyTorch weights, a SavedModel or an ONNX model."""

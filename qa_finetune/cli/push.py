@@ -25,7 +25,10 @@ def push(
     ] = False,
     staging_dir: Annotated[
         Path | None,
-        typer.Option(help="Where --dry-run writes the upload folder (default: a temporary one)."),
+        typer.Option(
+            help="Where --dry-run writes the upload folder (default: a temporary one): a new or "
+            "empty folder, or one an earlier dry run staged.",
+        ),
     ] = None,
 ) -> None:
     """Publish a run (model, tokenizer, model card, evaluation files) to the Hub."""

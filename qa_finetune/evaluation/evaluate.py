@@ -23,6 +23,7 @@ from qa_finetune.core.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.results import finish, write_predictions
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
+from qa_finetune.runs.ownership import check_output_folder
 
 DEFAULT_OUTPUT = Path("eval")
 RUNS_ROOT = Path("outputs")
@@ -78,6 +79,12 @@ def load_examples(
     return EvalExamples(kept, source, report)
 
 
+def check_output_dir(output_dir: Path) -> None:
+    """Refuse an output folder that holds a run's or a model's own files (a run directory's
+    ``metrics.json`` is training's): evaluate writes into a folder of its own."""
+    check_output_folder(Path(output_dir), "evaluate", "--output-dir")
+
+
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
     from qa_finetune.core.labels import prepare_eval_features
@@ -119,6 +126,8 @@ def evaluate_model(
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
+    if output_dir is not None:
+        check_output_dir(output_dir)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
     examples = load_examples(data, dataset, split, version_2, max_samples)
@@ -137,6 +146,7 @@ def evaluate_model(
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+    check_output_dir(output_dir)
     write_predictions(output_dir, predictions, version_2)
     metrics = {
         **result,
@@ -210,6 +220,8 @@ def evaluate_predictions(
     For v2, a ``null_odds.json`` beside the predictions enables the best-threshold search.
     """
     predictions_path = Path(predictions_path)
+    output_dir = output_dir or DEFAULT_OUTPUT
+    check_output_dir(output_dir)
     answers = read_predictions(predictions_path)
     examples = load_examples(data, dataset, split, version_2)
     gold = references(examples.records)
@@ -239,4 +251,4 @@ def evaluate_predictions(
             f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
             f"{examples.source} and were ignored (first: {unknown})"
         )
-    return finish(metrics, examples, answers, output_dir or DEFAULT_OUTPUT, version_2)
+    return finish(metrics, examples, answers, output_dir, version_2)

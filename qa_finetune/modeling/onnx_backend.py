@@ -18,6 +18,7 @@ from qa_finetune.errors import QAFinetuneError
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
 BACKENDS = ("auto", "tf", "onnx")
+_TOKEN_IDS = ("cls_token_id", "pad_token_id")
 
 
 class Predictor(Protocol):
@@ -62,7 +63,50 @@ def qa_config(model_dir: Path) -> dict[str, Any]:
         values = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise QAFinetuneError(f"{path} is not valid JSON ({exc}): export the model again") from exc
-    return values if isinstance(values, dict) else {}
+    if not isinstance(values, dict):
+        return {}
+    for key, value in values.items():
+        _check_setting(path, key, value)
+    return values
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The type each setting that is read back must have, and how the message names it.
+_SETTING_TYPES: dict[str, tuple[Any, str]] = {
+    **{
+        key: (_is_int, "a whole number")
+        for key in ("max_length", "stride", "n_best", "max_answer_length", "model_max_length")
+    },
+    **{
+        key: (lambda v: v is None or (_is_int(v) and v >= 0), "a token id (>= 0)")
+        for key in _TOKEN_IDS
+    },
+    "null_score_diff_threshold": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "a number",
+    ),
+    "question_first": (lambda v: isinstance(v, bool), "true or false"),
+    "truncation_side": (lambda v: v in ("left", "right"), '"left" or "right"'),
+    "input_names": (
+        lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
+        "a list of input names",
+    ),
+}
+
+
+def _check_setting(path: Path, key: str, value: Any) -> None:
+    """A setting of the wrong type is a one-line error naming the file and the key."""
+    if key not in _SETTING_TYPES:
+        return
+    check, expected = _SETTING_TYPES[key]
+    if not check(value):
+        shown = json.dumps(value)[:40]
+        raise QAFinetuneError(
+            f"{path}: {key!r} must be {expected}, not {shown}: fix it or export the model again"
+        )
 
 
 class OnnxPredictor:

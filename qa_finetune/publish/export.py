@@ -10,7 +10,9 @@ The SavedModel and ONNX folders also hold ``config.json``, the tokenizer files a
 ``qa_config.json`` (window and decoding settings), so a serving stack can window and decode.
 ``--checkpoint best`` reads ``RUN/model/`` (the weights training kept); ``latest`` reads the
 latest training checkpoint (the final weights, or an interrupted run's). Every folder is
-written beside its target and renamed into place: a failure leaves nothing half-written.
+written beside its target and renamed into place: a failure leaves nothing half-written. Each
+carries a ``.qa-finetune-export`` marker: ``--overwrite`` replaces only a folder that has it,
+never a run directory, an output root or a feature cache.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 
 FORMATS = ("hf", "savedmodel", "onnx")
 CHECKPOINTS = ("latest", "best")
@@ -215,8 +218,9 @@ def export_run(
         default = source if fmt == "hf" else source.parent / fmt
     target = Path(output) if output is not None else default
     in_place = fmt == "hf" and checkpoint == "best" and target == default
-    if target.exists() and not overwrite and not in_place:
-        raise QAFinetuneError(f"{target} already exists: pass --overwrite or choose --output")
+    if not in_place:
+        # Before the model loads: a folder export did not make is never replaced.
+        _check_target(target, overwrite, own_default=checkpoint == "latest" and target == default)
     # An unusable output folder fails here, before the model loads (an OSError: one line).
     target.parent.mkdir(parents=True, exist_ok=True)
     if checkpoint == "latest":
@@ -224,22 +228,62 @@ def export_run(
     else:
         model = load_qa_model(source)
     tokenizer = load_tokenizer(source)
-    if fmt == "hf":
+    if in_place:
+        # RUN/model stays training's folder (no export marker): only PyTorch weights are added.
         return rundir.save_model_atomic(model, tokenizer, target)
-
     with rundir.staged_folder(target) as staging:
-        names = input_names(tokenizer)
-        if fmt == "savedmodel":
-            _write_savedmodel(model, tokenizer, names, staging)
-            files = ["saved_model.pb", "variables/"]
+        if fmt == "hf":
+            _write_hf(model, tokenizer, staging)
         else:
-            files = _write_onnx(model, names, staging, quantize)
-        model.config.save_pretrained(str(staging))
-        tokenizer.save_pretrained(str(staging))
-        settings = qa_settings(source, tokenizer)
-        settings.update(format=fmt, files=files, source=source.name, checkpoint=checkpoint)
-        rundir.write_json(staging / QA_CONFIG, settings)
+            files = _write_serving(model, tokenizer, staging, fmt, quantize)
+            settings = qa_settings(source, tokenizer)
+            settings.update(format=fmt, files=files, source=source.name, checkpoint=checkpoint)
+            rundir.write_json(staging / QA_CONFIG, settings)
+        write_marker(staging, EXPORT_MARKER, fmt)
     return target
+
+
+def _check_target(target: Path, overwrite: bool, own_default: bool) -> None:
+    """Refuse a ``--output`` that export did not make, or one that exists without
+    ``--overwrite``. ``own_default``: the target is ``RUN/model-step-N``, a name only export
+    writes (such folders made before the marker have none)."""
+    known = own_default or _is_unmarked_export(target)
+    check_replaceable(target, EXPORT_MARKER, "qa-finetune export", "--output", known=known)
+    if (target.exists() or target.is_symlink()) and not overwrite:
+        raise QAFinetuneError(f"{target} already exists: pass --overwrite or choose --output")
+
+
+def _is_unmarked_export(folder: Path) -> bool:
+    """A savedmodel/onnx export written before the marker: its qa_config.json names it."""
+    from qa_finetune.modeling.onnx_backend import qa_config
+
+    try:
+        return folder.is_dir() and qa_config(folder).get("format") in FORMATS
+    except QAFinetuneError:
+        return False
+
+
+def _write_hf(model: Any, tokenizer: Any, staging: Path) -> None:
+    from qa_finetune.modeling.pt_weights import save_pytorch_safetensors
+
+    model.save_pretrained(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    save_pytorch_safetensors(model, staging)
+
+
+def _write_serving(
+    model: Any, tokenizer: Any, staging: Path, fmt: str, quantize: str | None
+) -> list[str]:
+    """The SavedModel or ONNX model, ``config.json`` and the tokenizer files."""
+    names = input_names(tokenizer)
+    if fmt == "savedmodel":
+        _write_savedmodel(model, tokenizer, names, staging)
+        files = ["saved_model.pb", "variables/"]
+    else:
+        files = _write_onnx(model, names, staging, quantize)
+    model.config.save_pretrained(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    return files
 
 
 def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool = False) -> Path:

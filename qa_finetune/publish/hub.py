@@ -25,6 +25,7 @@ from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.errors import QAFinetuneError, scrub_secrets
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values
+from qa_finetune.runs.ownership import MARKERS, STAGING_MARKER, check_replaceable, write_marker
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.
@@ -94,7 +95,7 @@ def check_repo_id(repo_id: str) -> str:
 def _copy_files(source: Path, target: Path) -> None:
     """Copy every file under ``source`` into ``target``, keeping relative paths."""
     for path in sorted(source.rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.name not in MARKERS:
             destination = target / path.relative_to(source)
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, destination)
@@ -116,35 +117,18 @@ def _make_public(path: Path) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _is_previous_staging(folder: Path) -> bool:
-    """Whether ``folder`` is an upload folder staged earlier (its card carries our tag)."""
-    try:
-        text = (folder / "README.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    front, sep, _ = text.removeprefix("---\n").partition("\n---\n")
-    if not text.startswith("---\n") or not sep:
-        return False
-    try:
-        meta = yaml.safe_load(front)
-    except yaml.YAMLError:
-        return False
-    return isinstance(meta, dict) and "qa-finetune" in (meta.get("tags") or [])
-
-
 def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], str]:
     """Fill ``staging_dir`` with the upload folder; return its files and the card.
 
-    A folder staged by an earlier dry run is replaced; any other non-empty folder is an error.
+    A folder staged by an earlier push (it has the staging marker) is replaced; any other
+    non-empty folder is an error.
     """
     model_dir = check_run_dir(run_dir)
-    if staging_dir.exists() and (not staging_dir.is_dir() or any(staging_dir.iterdir())):
-        if not (staging_dir.is_dir() and _is_previous_staging(staging_dir)):
-            raise QAFinetuneError(
-                f"staging directory {staging_dir} is not empty: pass a new or empty directory"
-            )
+    check_replaceable(staging_dir, STAGING_MARKER, "qa-finetune push", "--staging-dir")
+    if staging_dir.is_dir() and any(staging_dir.iterdir()):
         shutil.rmtree(staging_dir)
     staging_dir.mkdir(parents=True, exist_ok=True)
+    write_marker(staging_dir, STAGING_MARKER, "qa-finetune push")
     _copy_files(model_dir, staging_dir)
     if (run_dir / "eval").is_dir():
         _copy_files(run_dir / "eval", staging_dir / "eval")
@@ -163,7 +147,9 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
     # Written last so that it replaces any README.md that came with the model files.
     (staging_dir / "README.md").write_text(card, encoding="utf-8")
     files = sorted(
-        p.relative_to(staging_dir).as_posix() for p in staging_dir.rglob("*") if p.is_file()
+        p.relative_to(staging_dir).as_posix()
+        for p in staging_dir.rglob("*")
+        if p.is_file() and p.name not in MARKERS
     )
     return files, card
 
@@ -253,6 +239,7 @@ def _upload(
         repo_type="model",
         revision=revision,
         commit_message=commit_message,
+        ignore_patterns=list(MARKERS),
     )
     url = str(repo_url).rstrip("/")
     if revision and revision != "main":
