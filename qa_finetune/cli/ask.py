@@ -18,6 +18,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
     model_on_backend,
 )
+from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import QAFinetuneError
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> 
         return
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
-        shown = item["answer"] or "(no answer)"
+        # Answers are the user's text: escape sequences in them are shown, not obeyed.
+        shown = visible(item["answer"]) if item["answer"] else "(no answer)"
         span = f"chars {item['start']}-{item['end']}"
         typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, {span})")

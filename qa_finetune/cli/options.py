@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import QAFinetuneError, scrub_secrets
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,7 +61,9 @@ BackendOption = Annotated[
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: MESSAGE`` on stderr and exit with ``code``."""
     # Every message is scrubbed here, whatever raised it: a server may echo a token back.
-    typer.secho(f"error: {scrub_secrets(message)}", fg=typer.colors.RED, err=True)
+    # It may also quote the user's data (a file name, an id): control characters are shown.
+    text = visible(scrub_secrets(message))
+    typer.secho(f"error: {text}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
