@@ -171,18 +171,29 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
 def resolve_token(token: str | None) -> str:
     """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``.
 
-    Whitespace around a pasted token is not part of it.
+    Whitespace around a pasted token is not part of it; inside it, it is an error.
     """
-    if token and token.strip():
-        return token.strip()
-    if os.environ.get("HF_TOKEN", "").strip():
-        return os.environ["HF_TOKEN"].strip()
+    for source, value in (("--token", token), ("HF_TOKEN", os.environ.get("HF_TOKEN"))):
+        if value and value.strip():
+            return _checked_token(value.strip(), source)
     import huggingface_hub
 
     cached = (huggingface_hub.get_token() or "").strip()
     if cached:
-        return cached
+        return _checked_token(cached, "the cached login")
     raise QAFinetuneError("no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN")
+
+
+def _checked_token(token: str, source: str) -> str:
+    """``token`` if it can be one: printable ASCII without spaces. A line break pasted into
+    it would otherwise fail in the HTTP header, far from its cause."""
+    if all(c.isascii() and c.isprintable() and not c.isspace() for c in token):
+        return token
+    # The message names where the token came from, never the token itself.
+    raise QAFinetuneError(
+        f"the Hub token from {source} holds a space, line break or control character: "
+        "paste it again as one line (letters, digits and punctuation only)"
+    )
 
 
 def hub_endpoint() -> str:
