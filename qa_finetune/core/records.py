@@ -226,11 +226,12 @@ def _rename_columns(
         "answers": config.answers_column,
     }
     record = {name: row.get(source) for name, source in columns.items()}
-    record["answers"] = _normalise_answers(record["answers"])
+    answers = _normalise_answers(record["answers"])
+    record["answers"] = answers
     record["is_impossible"] = bool(row.get("is_impossible", False))
     missing = [columns[key] for key in ("context", "question") if columns[key] not in row]
     problem = f"no '{missing[0]}' field" if missing else None
-    problem = problem or offset_problem(record["answers"], record["context"])
+    problem = problem or offset_problem(answers, record["context"])
     if problem:
         record["problem"] = (f"record {number} of {path.name}", problem)
     return record
