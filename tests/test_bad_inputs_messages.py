@@ -264,6 +264,22 @@ def test_json_answer_stays_exact(fake_answerer: None) -> None:
     assert json.loads(result.stdout)["answer"] == HOSTILE
 
 
+def test_prepare_report_shows_escapes_in_dropped_ids(tmp_path: Path) -> None:
+    good = {"id": "ok", "question": "Who?", "context": CONTEXT}
+    good["answers"] = {"text": ["Alma Stroud"], "answer_start": [0]}
+    hostile = {**good, "id": "\x1b]0;owned\x07a", "question": ""}
+    lines = "".join(json.dumps(record) + "\n" for record in (good, hostile))
+    (tmp_path / "d.jsonl").write_text(lines, encoding="utf-8")
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in PREPARE] + [str(tmp_path / "d.jsonl")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    dropped = [line for line in result.stdout.splitlines() if "dropped (train)" in line]
+    assert [line.split(None, 2)[2] for line in dropped] == [
+        "\\x1b]0;owned\\x07a: empty or missing question"
+    ]
+    assert "\x1b" not in result.stdout
+
+
 def test_visible_keeps_newlines_tabs_and_text() -> None:
     assert visible("café\tline\nnext") == "café\tline\nnext"
     assert visible("\x00\x7f\ud800") == "\\x00\\x7f\\ud800"
