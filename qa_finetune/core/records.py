@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
+from qa_finetune.core.nesting import check_json_depth
 from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.errors import QAFinetuneError
 
@@ -100,9 +101,10 @@ def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, 
                 yield record
 
 
-def _normalise_answers(value: Any) -> dict[str, list[Any]]:
+def _normalise_answers(value: Any, where: str = "answers") -> dict[str, list[Any]]:
     """Accept answers as a dict of lists, a list of dicts, a JSON string, or one dict."""
     if isinstance(value, str):
+        check_json_depth(value, where, DataError, first_line=None)
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
@@ -126,6 +128,7 @@ def _normalise_answers(value: Any) -> dict[str, list[Any]]:
 
 def json_line(path: Path, line_number: int, line: str) -> dict[str, Any]:
     """One JSON Lines row, or a ``DataError`` naming the file and line."""
+    check_json_depth(line, str(path), DataError, first_line=line_number)
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -175,6 +178,7 @@ def read_records(path: Path, config: DataConfig) -> list[dict[str, Any]]:
         raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
     if suffix == ".json":
         text = read_text(path, "data file", error=DataError)
+        check_json_depth(text, str(path), DataError)
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -226,7 +230,9 @@ def _rename_columns(
         "answers": config.answers_column,
     }
     record = {name: row.get(source) for name, source in columns.items()}
-    answers = _normalise_answers(record["answers"])
+    answers = _normalise_answers(
+        record["answers"], f"{path}: record {number}, '{config.answers_column}'"
+    )
     record["answers"] = answers
     record["is_impossible"] = bool(row.get("is_impossible", False))
     missing = [columns[key] for key in ("context", "question") if columns[key] not in row]

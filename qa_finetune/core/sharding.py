@@ -46,3 +46,53 @@ def shard_order(order: np.ndarray, batch_size: int, workers: int, index: int) ->
             batch = np.concatenate([batch, order[: workers - len(batch)]])
         parts.append(np.array_split(batch, workers)[index])
     return np.concatenate(parts)
+
+
+_TF_CONFIG_FIX = (
+    'set it on every worker, e.g. TF_CONFIG=\'{"cluster": {"worker": ["host-a:12345", '
+    '"host-b:12345"]}, "task": {"type": "worker", "index": 0}}\', or use '
+    "train.strategy=mirrored on one machine"
+)
+
+
+def check_tf_config(raw: str | None) -> None:
+    """The ``TF_CONFIG`` environment value that ``train.strategy=multi_worker`` reads: a
+    cluster of ``host:port`` lists and this worker's task in it (TensorFlow fails deep inside
+    the strategy, or takes a missing one for a cluster without tasks)."""
+    import json
+
+    from qa_finetune.core.nesting import check_json_depth
+
+    if not raw or not raw.strip():
+        raise QAFinetuneError(f"train.strategy=multi_worker needs TF_CONFIG: {_TF_CONFIG_FIX}")
+    check_json_depth(raw, "TF_CONFIG", first_line=None)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise QAFinetuneError(
+            f"TF_CONFIG is not valid JSON ({exc.msg}): {_TF_CONFIG_FIX}"
+        ) from None
+    problem = _tf_config_problem(value)
+    if problem:
+        raise QAFinetuneError(f"TF_CONFIG {problem}: {_TF_CONFIG_FIX}")
+
+
+def _tf_config_problem(value: object) -> str | None:
+    """What is wrong with a parsed TF_CONFIG, or None."""
+    if not isinstance(value, dict):
+        return "must be a JSON object with 'cluster' and 'task'"
+    cluster, task = value.get("cluster"), value.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        return "has no 'cluster' object of task type -> [host:port, ...]"
+    for kind, hosts in cluster.items():
+        if not isinstance(hosts, list) or not hosts:
+            return f"cluster '{kind}' must be a non-empty list of host:port"
+        if not all(isinstance(h, str) and h.rpartition(":")[2].isdigit() for h in hosts):
+            return f"cluster '{kind}' must list host:port strings, got {hosts!r}"
+    if not isinstance(task, dict) or task.get("type") not in cluster:
+        return f"'task' must name this worker's type in the cluster ({', '.join(cluster)})"
+    index = task.get("index")
+    count = len(cluster[task["type"]])
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        return f"task index must be 0 to {count - 1} for '{task['type']}', got {index!r}"
+    return None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
+from qa_finetune.core.nesting import check_json_depth
 from qa_finetune.core.records import DataError, read_records
 from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.core.validation import SplitReport, validate_records
@@ -171,6 +172,7 @@ def _predict_and_score(
 
 def _json_object(path: Path, text: str, shape: str, fix: str = "") -> dict[str, Any]:
     """``text`` (read from ``path``) as one JSON object, or an error naming the file."""
+    check_json_depth(text, str(path), EvaluationError)
     try:
         values = json.loads(text)
     except json.JSONDecodeError as exc:

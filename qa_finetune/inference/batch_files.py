@@ -26,6 +26,9 @@ class _Line:
 
 
 def _parse_line(raw: str, number: int) -> _Line:
+    from qa_finetune.core.nesting import check_json_depth
+
+    check_json_depth(raw, "line", InferenceError, first_line=None)
     try:
         record = json.loads(raw)
     except json.JSONDecodeError as exc:

@@ -22,9 +22,13 @@ def load_run_config(run_dir: Path) -> Config:
 def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The recorded config as plain sections, as written; empty when absent or unreadable
     (a model card still describes a run whose config an older version wrote)."""
+    from qa_finetune.config_values import ConfigLoader
+    from qa_finetune.core.nesting import load_yaml
+
     try:
-        value = yaml.safe_load((Path(run_dir) / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        text = (Path(run_dir) / CONFIG_FILE).read_text(encoding="utf-8")
+        value = load_yaml(text, CONFIG_FILE, ConfigLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, QAFinetuneError):
         return {}
     if not isinstance(value, dict):
         return {}
@@ -40,14 +44,24 @@ def run_dir_of(model_dir: Path) -> Path | None:
 
 
 def run_config(model_dir: Path) -> Config | None:
-    """The config a run was trained with; None for other models or an unreadable file."""
+    """The config a run was trained with; None for a model outside a run.
+
+    A run whose ``config.yaml`` cannot be read is an error, not the default settings: its
+    windows and decoding would silently differ from the run's.
+    """
     run_dir = run_dir_of(model_dir)
     if run_dir is None:
         return None
+    path = run_dir / CONFIG_FILE
     try:
         return load_run_config(run_dir)
-    except (OSError, QAFinetuneError):
-        return None
+    except (OSError, QAFinetuneError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        named = reason if str(path) in reason else f"{path}: {reason}"
+        raise InferenceError(
+            f"{named}; the run's window and decoding settings come from it: fix it, or delete "
+            "it to use the model with the default settings"
+        ) from None
 
 
 def latest_run(output_dir: Path) -> Path:

@@ -8,6 +8,7 @@ validating and checkpointing, and write the results). ``_fit`` feeds each epoch'
 from __future__ import annotations
 
 import math
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ import tensorflow as tf
 import tf_keras
 
 from qa_finetune.config import Config
+from qa_finetune.core.sharding import check_tf_config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.runs import directory as rundir
@@ -110,10 +112,11 @@ def train(
     with ``overwrite`` is kept aside until the new run has a checkpoint or a model.
     """
     run_dir = rundir.run_directory(config)
+    multi_worker = config.train.strategy == "multi_worker"
+    if multi_worker:
+        check_tf_config(os.environ.get("TF_CONFIG"))
     # Collective ops are configured once, before anything else starts TensorFlow's runtime.
-    strategy = (
-        make_strategy(config.train.strategy) if config.train.strategy == "multi_worker" else None
-    )
+    strategy = make_strategy(config.train.strategy) if multi_worker else None
     cluster = cluster_of(strategy)
     config = _checked_config(config, run_dir, cluster, resume, overwrite, requested)
 
