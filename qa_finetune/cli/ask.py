@@ -18,6 +18,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
     model_on_backend,
 )
+from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import QAFinetuneError
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def ask(
 ) -> None:
     """Answer a question from a context of any length."""
     # The input is read and checked before the model loads, so a mistake fails at once.
+    _check_combination(question, context, context_file, batch, output)
     text, parsed = "", None
     if batch is not None:
         parsed = _read_batch(batch, skip_errors)
@@ -100,6 +102,35 @@ def ask(
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
+
+
+def _check_combination(
+    question: str | None,
+    context: str | None,
+    context_file: Path | None,
+    batch: Path | None,
+    output: Path | None,
+) -> None:
+    """Refuse options that the chosen mode would ignore, rather than drop them silently."""
+    if batch is None:
+        if output is not None:
+            raise QAFinetuneError(
+                "--output writes the answers of --batch: add --batch FILE, or drop --output "
+                "(one question's answer goes to stdout)"
+            )
+        return
+    if question is not None:
+        raise QAFinetuneError(
+            "give a QUESTION or --batch FILE, not both: --batch reads each question from "
+            "its file (drop the QUESTION argument)"
+        )
+    options = (("--context", context), ("--context-file", context_file))
+    given = [name for name, value in options if value is not None]
+    if given:
+        raise QAFinetuneError(
+            f"{given[0]} does not apply to --batch: each line of the batch file holds its own "
+            f"context (drop {given[0]})"
+        )
 
 
 def _read_batch(batch: Path, skip_errors: bool) -> tuple[list[Any], int]:
@@ -162,6 +193,7 @@ def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> 
         return
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
-        shown = item["answer"] or "(no answer)"
+        # Answers are the user's text: escape sequences in them are shown, not obeyed.
+        shown = visible(item["answer"]) if item["answer"] else "(no answer)"
         span = f"chars {item['start']}-{item['end']}"
         typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, {span})")

@@ -6,6 +6,7 @@ imports the option types it uses from here at run time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -13,7 +14,8 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from qa_finetune.errors import QAFinetuneError, scrub_secrets
+from qa_finetune.cli.terminal import visible
+from qa_finetune.errors import SECRET_PIECE, QAFinetuneError, scrub_secrets
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,8 +62,17 @@ BackendOption = Annotated[
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``error: MESSAGE`` on stderr and exit with ``code``."""
     # Every message is scrubbed here, whatever raised it: a server may echo a token back.
-    typer.secho(f"error: {scrub_secrets(message)}", fg=typer.colors.RED, err=True)
+    # It may also quote the user's data (a file name, an id): control characters are shown.
+    text = visible(scrub_secrets(message, _env_token()))
+    typer.secho(f"error: {text}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
+
+
+def _env_token() -> str | None:
+    """``HF_TOKEN``, to be masked in messages; a value too short to be a token is not (it
+    would mask every occurrence of a common word)."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    return token if len(token) >= SECRET_PIECE else None
 
 
 def friendly_errors(command: F) -> F:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +18,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
     resolve,
 )
+from qa_finetune.cli.terminal import visible
 
 
 @friendly_errors
@@ -56,4 +57,14 @@ def prepare(
         train={"output_dir": output_dir},
     )
     prepared = run_prepare(resolved, force=force)
-    print_prepare_report(prepared.report, prepared.cache_dir, prepared.reused)
+    print_prepare_report(_printable(prepared.report), prepared.cache_dir, prepared.reused)
+
+
+def _printable(report: dict[str, Any]) -> dict[str, Any]:
+    """The report with its dropped-record samples (ids from the data) safe for a terminal."""
+    return {
+        key: {**value, "samples": [visible(str(s)) for s in value["samples"]]}
+        if isinstance(value, dict) and "samples" in value
+        else value
+        for key, value in report.items()
+    }

@@ -85,6 +85,17 @@ def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
     return hub_records(dataset)
 
 
+def _dropped(report: SplitReport) -> str:
+    """What was dropped: the first record named (record or article, and field), and every
+    reason when there are several."""
+    reasons = dict(report.drop_reasons)
+    if not report.samples:
+        return f"dropped: {reasons}"
+    if len(reasons) == 1:
+        return f"dropped {report.samples[0]}"
+    return f"dropped: {reasons}; first: {report.samples[0]}"
+
+
 def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) -> LoadedData:
     """Load, validate and split the configured data into ``train`` and ``validation``.
 
@@ -144,8 +155,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
             )
         if not len(examples):
             raise DataError(
-                f"{sources[name]}: no usable examples (dropped: {dict(report.drop_reasons)}); "
-                "check the file's fields"
+                f"{sources[name]}: no usable examples ({_dropped(report)}); check the file's fields"
             )
 
     from datasets import DatasetDict

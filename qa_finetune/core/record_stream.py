@@ -26,6 +26,7 @@ from qa_finetune.core.records import (
     _rename_columns,
     flatten_articles,
     json_line,
+    looks_like_articles,
     read_records,
 )
 from qa_finetune.core.textio import check_file, read_text
@@ -103,16 +104,17 @@ def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _first_line_is_object(path: Path) -> bool:
-    """A .json file that holds JSON Lines: its first non-blank line alone is a JSON object."""
+    """A .json file that holds JSON Lines: its first non-blank line alone is a JSON object,
+    and another line follows. A file of one line is one document (a SQuAD file written
+    without line breaks), which the whole-file reader reads as such, NaN and all."""
     with _open_without_bom(path) as handle:
-        for raw in handle:
-            line = raw.decode("utf-8")
-            if line.strip():
-                try:
-                    return isinstance(json.loads(line), Mapping)
-                except json.JSONDecodeError:
-                    return False
-    return False
+        lines = (raw for raw in handle if raw.strip())
+        first = next(lines, b"")
+        try:
+            is_object = isinstance(json.loads(first.decode("utf-8")), Mapping)
+        except json.JSONDecodeError:
+            return False
+        return is_object and next(lines, None) is not None
 
 
 def _stream_json(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
@@ -158,7 +160,7 @@ def _json_document(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
                 f"{path}: JSON is neither SQuAD ('data' -> 'paragraphs') nor a list of examples"
             )
         rest = _chain(probe, items)
-        if all(isinstance(a, Mapping) and "paragraphs" in a for a in probe):
+        if looks_like_articles(probe):
             yield from flatten_articles(rest, path)
         else:
             yield from rename_stream(_objects(rest, path), config, path)

@@ -9,7 +9,9 @@ a required field carries a ``problem`` that validation counts.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,34 @@ def _is_nested_squad(payload: Any) -> bool:
     return (
         isinstance(payload, Mapping)
         and isinstance(payload.get("data"), list)
-        and all(isinstance(a, Mapping) and "paragraphs" in a for a in payload["data"][:5])
+        and looks_like_articles(payload["data"][:5])
     )
+
+
+def looks_like_articles(items: list[Any]) -> bool:
+    """Whether the first items of ``"data"`` are SQuAD articles: objects, one at least with
+    ``paragraphs``, or all holding nothing but a ``title`` (articles whose paragraphs are
+    missing, which must be said as such, not as a missing column)."""
+    if not all(isinstance(a, Mapping) for a in items):
+        return False
+    return any("paragraphs" in a for a in items) or all(set(a) <= {"title"} for a in items)
+
+
+def offset_problem(answers: Mapping[str, list[Any]], context: Any) -> str | None:
+    """Why an answer's ``answer_start`` cannot be a character offset into ``context``, if so.
+
+    Wrong but plausible offsets are left to validation, which repairs them; NaN, infinity,
+    booleans, text, fractions, negatives and numbers beyond four times the context (a UTF-8
+    byte offset is at most four times the character offset) are not offsets at all.
+    """
+    limit = 4 * len(context) if isinstance(context, str) else math.inf
+    for text, start in zip(answers["text"], answers["answer_start"], strict=False):
+        if not isinstance(text, str) or not text.strip() or start is None:
+            continue  # no answer text (SQuAD v2 writes -1) or no offset: nothing to check
+        number = isinstance(start, Real) and not isinstance(start, bool)
+        if not number or not math.isfinite(start) or start != int(start) or not 0 <= start <= limit:
+            return f"answer_start {start!r} is not a character offset into the context"
+    return None
 
 
 def _flatten_squad(payload: Mapping[str, Any], path: Path) -> Iterator[dict[str, Any]]:
@@ -40,16 +68,20 @@ def _flatten_squad(payload: Mapping[str, Any], path: Path) -> Iterator[dict[str,
 
 def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, Any]]:
     """Yield one flat record per question of SQuAD articles (read whole or streamed)."""
-    for article_index, article in enumerate(articles):
-        title = article.get("title", "")
-        paragraphs = article.get("paragraphs")
+    for number, article in enumerate(articles, 1):
+        title = article.get("title", "") if isinstance(article, Mapping) else ""
+        paragraphs = article.get("paragraphs") if isinstance(article, Mapping) else None
         if not isinstance(paragraphs, list):
-            raise DataError(f"{path}: article {article_index} has no 'paragraphs' list")
+            named = f" ({title!r})" if title else ""
+            raise DataError(
+                f"{path}: article {number}{named} has no 'paragraphs' list: give each article "
+                "its paragraphs [{context, qas}] (SQuAD format), or give flat examples"
+            )
         for paragraph in paragraphs:
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
                 answers = qa.get("answers") or []
-                yield {
+                record = {
                     "id": qa.get("id"),
                     "title": title,
                     "context": context,
@@ -62,6 +94,11 @@ def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, 
                     },
                     "is_impossible": bool(qa.get("is_impossible", False)),
                 }
+                problem = offset_problem(record["answers"], context)
+                if problem:
+                    named = f" ({title!r})" if title else ""
+                    record["problem"] = (f"article {number}{named} of {path.name}", problem)
+                yield record
 
 
 def _normalise_answers(value: Any, where: str = "answers") -> dict[str, list[Any]]:
@@ -193,13 +230,16 @@ def _rename_columns(
         "answers": config.answers_column,
     }
     record = {name: row.get(source) for name, source in columns.items()}
-    record["answers"] = _normalise_answers(
+    answers = _normalise_answers(
         record["answers"], f"{path}: record {number}, '{config.answers_column}'"
     )
+    record["answers"] = answers
     record["is_impossible"] = bool(row.get("is_impossible", False))
     missing = [columns[key] for key in ("context", "question") if columns[key] not in row]
-    if missing:
-        record["problem"] = (f"record {number} of {path.name}", f"no '{missing[0]}' field")
+    problem = f"no '{missing[0]}' field" if missing else None
+    problem = problem or offset_problem(answers, record["context"])
+    if problem:
+        record["problem"] = (f"record {number} of {path.name}", problem)
     return record
 
 

@@ -6,6 +6,7 @@ on disk, so ``\\r\\n`` must stay two characters: nothing here opens a file in te
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
@@ -23,8 +24,27 @@ def check_file(
             f"{what} {path} is a directory, not a file: pass a file inside it with {option}"
         )
     if not path.is_file():
+        if path.exists():
+            # A device, FIFO or socket: reading it could block or never end, so it is not read.
+            raise error(
+                f"{what} {path} is not a regular file ({_kind(path)}): pass a file with {option}"
+            )
         raise error(f"{what} not found: {path} (check the path given to {option})")
     return path
+
+
+def _kind(path: Path) -> str:
+    """What a path that exists but is neither a file nor a folder is, in words."""
+    mode = path.stat().st_mode
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def decode_utf8(data: bytes, where: str, error: type[QAFinetuneError] = QAFinetuneError) -> str:

@@ -12,7 +12,6 @@ staged files, the result, log messages or error text (any message is scrubbed of
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -22,12 +21,12 @@ from urllib.parse import quote
 import yaml
 
 from qa_finetune.core.hub_ids import is_hub_id
-from qa_finetune.errors import QAFinetuneError, scrub_secrets
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.publish.hub_access import explain_failure, hub_endpoint, resolve_token
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values
 from qa_finetune.runs.ownership import MARKERS, STAGING_MARKER, check_replaceable, write_marker
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
 # Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.
 WEIGHT_FILES = ("tf_model.h5", "*.safetensors", "tf_model.h5.index.json")
 # At least one of these must sit next to the weights for the repo to be usable.
@@ -54,11 +53,6 @@ class PushResult:
     staging_dir: Path  # the staged folder; removed after a real push into a temporary one
     card: str  # the README.md text
     commit_url: str | None = None
-
-
-def _scrub(text: str, token: str | None) -> str:
-    """``text`` with the token (and anything shaped like a Hub token) masked, on one line."""
-    return scrub_secrets(text, token)
 
 
 def check_run_dir(run_dir: Path) -> Path:
@@ -154,68 +148,6 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
     return files, card
 
 
-def resolve_token(token: str | None) -> str:
-    """``--token``, then ``HF_TOKEN``, then the cached ``huggingface-cli login``.
-
-    Whitespace around a pasted token is not part of it.
-    """
-    if token and token.strip():
-        return token.strip()
-    if os.environ.get("HF_TOKEN", "").strip():
-        return os.environ["HF_TOKEN"].strip()
-    import huggingface_hub
-
-    cached = (huggingface_hub.get_token() or "").strip()
-    if cached:
-        return cached
-    raise QAFinetuneError("no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN")
-
-
-def hub_endpoint() -> str:
-    """The Hub URL: ``HF_ENDPOINT`` (a mirror or a local stand-in) or huggingface.co."""
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-
-
-def _explain(exc: BaseException, repo_id: str, endpoint: str, token: str) -> QAFinetuneError:
-    """A one-line, token-free error for a failed Hub call."""
-    import requests
-    from huggingface_hub.errors import OfflineModeIsEnabled
-
-    # The client wraps some failures (LFS uploads) in RuntimeError: look down the chain.
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    for error in chain:
-        if isinstance(error, OfflineModeIsEnabled):
-            return QAFinetuneError("HF_HUB_OFFLINE is set: unset it to push, or use --dry-run")
-        # HTTPError is an OSError too: an answer from the server is checked first.
-        if isinstance(error, requests.HTTPError) and error.response is not None:
-            status = error.response.status_code
-            if status == 401:
-                return QAFinetuneError(
-                    f"the Hub at {endpoint} rejected the token (401 unauthorised): it is invalid "
-                    "or expired; create a write token at https://huggingface.co/settings/tokens "
-                    "and run `huggingface-cli login` or set HF_TOKEN"
-                )
-            if status == 403:
-                return QAFinetuneError(
-                    f"no write access to {repo_id} (403 forbidden): the repo belongs to someone "
-                    "else or the token is read-only; push to your own namespace "
-                    "(your-username/name) or use a token with write access"
-                )
-            server = getattr(error, "server_message", None) or str(error).partition("\n")[0]
-            return QAFinetuneError(
-                _scrub(f"the Hub refused the push to {repo_id} (HTTP {status}): {server}", token)
-            )
-        if isinstance(error, (requests.ConnectionError, requests.Timeout, OSError)):
-            return QAFinetuneError(
-                f"cannot reach the Hub at {endpoint}: check the network or use --dry-run"
-            )
-    return QAFinetuneError(_scrub(f"push to {repo_id} failed: {type(exc).__name__}: {exc}", token))
-
-
 def _upload(
     staging_dir: Path,
     repo_id: str,
@@ -290,7 +222,7 @@ def push_run(
             )
         except Exception as exc:
             # `from None`: the original traceback may hold the token in a frame's locals.
-            raise _explain(exc, repo_id, endpoint, secret) from None
+            raise explain_failure(exc, repo_id, endpoint, secret) from None
         return PushResult(
             url=url, files=files, staging_dir=folder, card=card, commit_url=commit_url
         )
