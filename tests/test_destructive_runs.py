@@ -211,3 +211,51 @@ def test_real_overwrite_changes_only_what_it_made(tmp_path: Path, tiny_model_dir
     }
     assert after[f"out/{name}/metrics.json"] != FINISHED["metrics.json"]
     assert not [p for p in after if p.endswith((".lock", f".{name}.replaced"))]
+
+
+def test_a_moved_aside_run_beside_a_run_with_content_stays(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Killed after the new run's first checkpoint, before the old copy went: a plain train
+    keeps both and names the old one; --resume goes on and names it too."""
+    from qa_finetune.training import train as train_module
+
+    monkeypatch.setattr(train_module, "prepare", _unreachable)
+    out = _build(tmp_path)
+    _write(out / ".keep.replaced", {**FINISHED, "metrics.json": b'{"f1": 10.0}\n'})
+    (tmp_path / "tiny.yaml").touch()
+    before = _tree(tmp_path)
+    note = (
+        f"{out / '.keep.replaced'} holds the run an interrupted `train --overwrite` moved aside "
+        "(model/, a checkpoint at step 3, metrics.json): rename it to keep it "
+        "(`train --overwrite` of keep deletes it)"
+    )
+    result = _run(tmp_path, tiny_model_dir, "--run-name", "keep")
+    assert result.stderr == (
+        f"error: run directory {out / 'keep'} exists: pass --overwrite to replace it, --resume "
+        f"to continue it, or choose another --run-name; {note}\n"
+    )
+    assert _changes(before, _tree(tmp_path)) == {"tiny.yaml"}
+    train_module._check_run_dir(out / "keep", resume=True, overwrite=False)
+    assert capsys.readouterr().err == f"note: {note}\n"
+    assert _changes(before, _tree(tmp_path)) == {"tiny.yaml"}
+
+
+def test_a_moved_aside_run_is_not_put_back_over_the_users_files(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qa_finetune.training import train as train_module
+
+    monkeypatch.setattr(train_module, "prepare", _unreachable)
+    out = _build(tmp_path)
+    _write(out / "half", {"draft.txt": b"mine"})
+    (tmp_path / "tiny.yaml").touch()
+    before = _tree(tmp_path)
+    for flags in ([], ["--overwrite"]):
+        result = _run(tmp_path, tiny_model_dir, "--run-name", "half", *flags)
+        assert result.stderr == (
+            f"error: {out / 'half'} holds files of its own and {out / '.half.replaced'} holds "
+            "the run an interrupted `train --overwrite` moved aside: move one of them "
+            "elsewhere, then retry\n"
+        )
+    assert _changes(before, _tree(tmp_path)) == {"tiny.yaml"}

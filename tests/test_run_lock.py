@@ -108,6 +108,17 @@ def test_export_locks_only_runs(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep", "plain"]
 
 
+def test_export_reads_a_run_in_a_folder_it_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite runs as root, which writes anywhere: the permission answer is stubbed."""
+    _finished_run(tmp_path / "keep")
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)
+    with lock_run_of(tmp_path / "keep", "export") as path:
+        assert path is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+
+
 TRAIN = ["train", "--max-length", "128", "--stride", "32", "--train-file", "{tmp}/none.json"]
 
 

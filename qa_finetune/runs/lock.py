@@ -103,13 +103,15 @@ def run_lock(run_dir: Path, command: str) -> Iterator[Path]:
 
 def lock_run_of(path: Path, command: str) -> contextlib.AbstractContextManager[Path | None]:
     """The lock of the run ``path`` belongs to (a run directory, or its ``model/``); no lock
-    for a folder that is no run and that no process is training into."""
+    for a folder that is no run and that no process is training into, nor for a run in a
+    folder this user cannot write (no ``train`` of theirs can be changing it)."""
     from qa_finetune.runs.directory import MODEL_DIR
     from qa_finetune.runs.lookup import CONFIG_FILE
 
     path = Path(os.path.abspath(path))
     run_dir = path.parent if path.name == MODEL_DIR else path
-    if (run_dir / CONFIG_FILE).is_file() or lock_path(run_dir).exists():
+    is_run = (run_dir / CONFIG_FILE).is_file() or lock_path(run_dir).exists()
+    if is_run and os.access(run_dir.parent, os.W_OK):
         return run_lock(run_dir, command)
     return contextlib.nullcontext()
 

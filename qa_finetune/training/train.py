@@ -86,7 +86,8 @@ def _check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
         if aside is not None:
             raise QAFinetuneError(f"{exc}; {aside}") from exc
         raise
-    if aside is not None:
+    if aside is not None and resume:
+        # (--overwrite goes on to drop it, as that note says; a plain train was refused above.)
         print(f"note: {aside}", file=sys.stderr, flush=True)
 
 
