@@ -25,6 +25,7 @@ from qa_finetune.config_values import (
     coerce_value,
     merge_sections,
     read_yaml,
+    run_name_problem,
     set_options,
 )
 from qa_finetune.config_values import parse_set_option as parse_set_option  # re-exported
@@ -197,6 +198,10 @@ class TrainConfig:
             "it at a different step): set train.max_steps instead",
         )
         yield choice("train.keep_model", self.keep_model, ("best", "last"))
+        # Checked here, before any data or model loads: the name becomes a folder that
+        # --overwrite may replace, so it must stay one new folder inside output_dir.
+        problem = run_name_problem(self.run_name)
+        yield problem is None, "train.run_name", problem or ""
         for key in _STEP_COUNTS:
             value = getattr(self, key)
             yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"

@@ -10,6 +10,7 @@ import os
 import re
 import types
 import typing
+import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,35 @@ def as_written(full_key: str, value: Any) -> Any:
             os.path.expanduser(p.strip()) if p.strip().startswith("~") else p for p in parts
         )
     return value
+
+
+# The feature cache's folder under the output root (``prepare``); no run may take its name.
+FEATURES_DIR = "features"
+# Names the run directory's own machinery uses beside runs: staging and replaced folders
+# (``model.tmp``, ``X.old``, ``<fingerprint>.tmp-<pid>``, ``.X.replaced``) and lock files.
+_MACHINERY_NAME = re.compile(r"\.(tmp|old|replaced|lock)(-.*)?$", re.IGNORECASE)
+# The longest name whose hidden backup (``.NAME.replaced``) still fits a file name (255 bytes).
+_MAX_RUN_NAME_BYTES = 200
+
+
+def run_name_problem(name: str | None) -> str | None:
+    """Why ``name`` cannot be a run directory's name under the output root, or None."""
+    if name is None:
+        return None
+    shown = f"got {name!r}: choose another --run-name"
+    if not name.strip():
+        return f"must not be empty, {shown}"
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        return f"must not contain control characters, {shown}"
+    if "/" in name or "\\" in name:
+        return f"must be one folder name, without '/' or '\\', {shown}"
+    if name.startswith("."):
+        # Covers '.' and '..', and the hidden names of runs being replaced and of lock files.
+        return f"must not start with '.', {shown}"
+    if _MACHINERY_NAME.search(name):
+        return f"must not end in .tmp, .old, .replaced or .lock (staging names), {shown}"
+    if name.casefold() == FEATURES_DIR:
+        return f"must not be '{FEATURES_DIR}', the feature cache's folder, {shown}"
+    if len(name.encode("utf-8", "surrogatepass")) > _MAX_RUN_NAME_BYTES:
+        return f"must be at most {_MAX_RUN_NAME_BYTES} bytes long, {shown}"
+    return None

@@ -48,8 +48,12 @@ def export(
     ] = False,
 ) -> None:
     """Export a run: a model folder with PyTorch weights, a SavedModel or an ONNX model."""
-    from qa_finetune.publish.export import export_run
+    from qa_finetune.runs.lock import lock_run_of
 
-    import_tensorflow_quietly()
-    target = export_run(run_dir, format, checkpoint, output, quantize, overwrite=overwrite)
+    # Locked first: a run being trained (checkpoints rotating) is refused in one line.
+    with lock_run_of(run_dir, "export"):
+        from qa_finetune.publish.export import export_run
+
+        import_tensorflow_quietly()
+        target = export_run(run_dir, format, checkpoint, output, quantize, overwrite=overwrite)
     typer.echo(f"Saved {target}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config
+from qa_finetune.config_values import FEATURES_DIR
 from qa_finetune.errors import QAFinetuneError
 
 CHECKPOINT_DIR = "checkpoints"
@@ -58,8 +59,43 @@ def _is_abandoned(run_dir: Path) -> bool:
     return all(p.name in _SCAFFOLD or p.name.endswith(".tmp") for p in run_dir.iterdir())
 
 
-def _backup_of(run_dir: Path) -> Path:
+def holds_only_scaffold(run_dir: Path) -> bool:
+    """An empty folder, or the scaffolding of a run that never reached a checkpoint."""
+    if not run_dir.is_dir() or run_dir.is_symlink():
+        return False
+    return not any(run_dir.iterdir()) or _is_abandoned(run_dir)
+
+
+def backup_of(run_dir: Path) -> Path:
+    """Where ``--overwrite`` keeps the run it replaces until the new run has a checkpoint."""
     return run_dir.with_name(f".{run_dir.name}.replaced")
+
+
+def _output_root_parts(run_dir: Path) -> list[str]:
+    """What in ``run_dir`` belongs to an output root, not to a run: the feature cache, other
+    runs (folders with a ``config.yaml``), replaced runs and lock files."""
+    found = []
+    for path in sorted(run_dir.iterdir()):
+        hidden = path.name.startswith(".") and path.name.endswith((".replaced", ".lock"))
+        if hidden or (
+            path.is_dir() and (path.name == FEATURES_DIR or (path / "config.yaml").exists())
+        ):
+            found.append(path.name + ("/" if path.is_dir() else ""))
+    return found
+
+
+def _check_replaceable(run_dir: Path) -> None:
+    """Refuse a folder that a new run must never reuse or replace, whatever the flags."""
+    if run_dir.is_symlink():
+        raise QAFinetuneError(
+            f"{run_dir} is a symbolic link, not a run directory: choose another --run-name"
+        )
+    parts = _output_root_parts(run_dir) if run_dir.is_dir() else []
+    if parts:
+        raise QAFinetuneError(
+            f"{run_dir} holds {', '.join(parts[:3])}: it looks like an output root, not a run, "
+            "and is never replaced; choose another --run-name"
+        )
 
 
 def check_claimable(run_dir: Path, resume: bool, overwrite: bool) -> None:
@@ -70,6 +106,7 @@ def check_claimable(run_dir: Path, resume: bool, overwrite: bool) -> None:
                 f"nothing to resume in {run_dir}: no checkpoint (start it without --resume)"
             )
         return
+    _check_replaceable(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise QAFinetuneError(
             f"{run_dir} is a file, not a run directory: choose another --run-name"
@@ -119,14 +156,17 @@ def claim_run_directory(run_dir: Path, resume: bool, overwrite: bool) -> RunClai
     check_claimable(run_dir, resume, overwrite)
     if resume:
         return RunClaim(run_dir, created=False, backup=None)
-    backup = _backup_of(run_dir)
+    backup = backup_of(run_dir)
     if backup.exists():
-        # Left by a process killed while replacing a run: whichever copy has content wins.
-        if has_something_to_keep(run_dir):
-            shutil.rmtree(backup)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            backup.rename(run_dir)
+        # Left by a process killed while replacing a run, beside a new run that has content
+        # of its own (``replaced.restore_replaced`` puts it back otherwise): replacing that
+        # run again drops the older one, anything else keeps both and refuses.
+        if not (overwrite and has_something_to_keep(run_dir)):
+            raise QAFinetuneError(
+                f"{backup} holds the run an interrupted `train --overwrite` moved aside: "
+                "move it elsewhere, then retry"
+            )
+        shutil.rmtree(backup)
     moved: Path | None = None
     if run_dir.is_dir() and any(run_dir.iterdir()):
         if _is_abandoned(run_dir):

@@ -15,6 +15,7 @@ import numpy as np
 
 from qa_finetune import __version__
 from qa_finetune.config import Config
+from qa_finetune.config_values import FEATURES_DIR
 from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
 from qa_finetune.core.dataset_save import save_dataset, stream_rows
 from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
@@ -82,7 +83,7 @@ def data_fingerprint(config: Config, model_dir: Path, spec: WindowSpec) -> str:
 
 
 def features_root(config: Config) -> Path:
-    return Path(config.train.output_dir) / "features"
+    return Path(config.train.output_dir) / FEATURES_DIR
 
 
 def _percentiles(values: np.ndarray) -> dict[str, int]:

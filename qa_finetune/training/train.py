@@ -7,9 +7,11 @@ validating and checkpointing, and write the results). ``_fit`` feeds each epoch'
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from qa_finetune.core.sharding import check_tf_config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs import replaced
+from qa_finetune.runs.lock import run_lock
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
 from qa_finetune.training.loop import TrainingRun
@@ -68,6 +72,27 @@ def _check_resume_request(run_dir: Path, stored: Config, requested: Mapping[str,
         )
 
 
+def _check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Put back a run an interrupted ``--overwrite`` moved aside, then refuse what the claim
+    would; while a moved-aside run remains, the error (or ``--resume``) names it."""
+    restored = None if resume else replaced.restore_replaced(run_dir)
+    aside = replaced.note(run_dir)
+    try:
+        rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
+    except QAFinetuneError as exc:
+        if restored is not None:
+            raise QAFinetuneError(
+                f"put back {run_dir} from {restored}, where an interrupted `train --overwrite` "
+                f"had moved it; {exc}"
+            ) from exc
+        if aside is not None:
+            raise QAFinetuneError(f"{exc}; {aside}") from exc
+        raise
+    if aside is not None and resume:
+        # (--overwrite goes on to drop it, as that note says; a plain train was refused above.)
+        print(f"note: {aside}", file=sys.stderr, flush=True)
+
+
 def _checked_config(
     config: Config,
     run_dir: Path,
@@ -80,7 +105,7 @@ def _checked_config(
     # A model that cannot be trained fails before a run directory or features are made.
     model_dir, _, _ = check_model(config)
     if cluster.chief:
-        rundir.check_claimable(run_dir, resume=resume, overwrite=overwrite)
+        _check_run_dir(run_dir, resume, overwrite)
     if resume:
         # The run's own resolved config wins, so resuming cannot silently change the recipe.
         stored = load_run_config(run_dir)
@@ -108,8 +133,11 @@ def train(
     ``requested`` holds the values the user gave explicitly; with ``resume`` any of them that
     differs from the run's recorded config is an error rather than silently ignored.
 
-    Nothing on disk changes until the data and the model have loaded: an existing run replaced
-    with ``overwrite`` is kept aside until the new run has a checkpoint or a model.
+    The run is locked for the whole call (``runs.lock``): a second process training, resuming
+    or exporting it is refused. Nothing else on disk changes until the data and the model have
+    loaded, except that a run an interrupted ``overwrite`` moved aside is put back first: an
+    existing run replaced with ``overwrite`` is kept aside until the new run has a checkpoint
+    or a model.
     """
     run_dir = rundir.run_directory(config)
     multi_worker = config.train.strategy == "multi_worker"
@@ -118,6 +146,22 @@ def train(
     # Collective ops are configured once, before anything else starts TensorFlow's runtime.
     strategy = make_strategy(config.train.strategy) if multi_worker else None
     cluster = cluster_of(strategy)
+    # The chief alone writes the run directory, so it alone locks it; the lock comes before
+    # anything looks at the folder, and holds until the run is finished or undone.
+    with run_lock(run_dir, "train") if cluster.chief else contextlib.nullcontext():
+        return _train(config, run_dir, strategy, cluster, resume, overwrite, requested)
+
+
+def _train(
+    config: Config,
+    run_dir: Path,
+    strategy: Any,
+    cluster: Cluster,
+    resume: bool,
+    overwrite: bool,
+    requested: Mapping[str, Any] | None,
+) -> Path:
+    """``train`` once the run is locked: check, prepare, build, claim and run."""
     config = _checked_config(config, run_dir, cluster, resume, overwrite, requested)
 
     prepared = prepare(config)
