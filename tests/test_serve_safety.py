@@ -381,3 +381,32 @@ def test_sigterm_while_the_model_loads_exits_0(tiny_model_dir: Path) -> None:
     )
     assert done.returncode == 0, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--max-windows-per-request", "0"],
+            "--max-windows-per-request must be at least 1, got 0",
+        ),
+        (
+            ["--request-timeout", "0"],
+            "--request-timeout must be above 0 and at most 86400 seconds, got 0.0",
+        ),
+        (
+            ["--read-timeout", "nan"],
+            "--read-timeout must be above 0 and at most 86400 seconds, got nan",
+        ),
+        (["--max-connections", "0"], "--max-connections must be at least 1, got 0"),
+    ],
+)
+def test_bad_limits_fail_before_the_model_loads(
+    tiny_model_dir: Path, options: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+
+    result = CliRunner().invoke(app, ["serve", str(tiny_model_dir), *options])
+    assert (result.exit_code, result.output.strip()) == (1, f"error: {message}")

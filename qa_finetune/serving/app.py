@@ -90,7 +90,7 @@ def _offline_docs(app: FastAPI, files: str) -> None:
 
 def create_app(service: AnswerService) -> FastAPI:
     """The app around a loaded service; the lifespan starts (warms) and stops it."""
-    metrics = ServeMetrics(lambda: service.batcher.depth)
+    metrics = ServeMetrics(lambda: service.batcher.depth, lambda: service.batcher.skipped_windows)
     service.batcher.on_batch = metrics.observe_batch
     page = _page()
     docs_files = _swagger_ui_files()
