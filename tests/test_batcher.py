@@ -74,15 +74,15 @@ def test_logits_are_cut_back_to_the_jobs_own_width() -> None:
 def test_a_long_job_shares_its_last_batch_and_a_job_that_does_not_fit_waits() -> None:
     forward = Forward()
     batcher = MicroBatcher(forward, max_batch=4, max_wait=10.0)
-    long_job = batcher.submit(job(10, 6), 3, rows_of)  # room for 2 batches = 8 windows
+    long_job = batcher.submit(job(10, 6), 3, rows_of)  # parts of 4 and 2 windows
     short = batcher.submit(job(50, 2), 3, rows_of)
-    late = batcher.submit(job(70, 3), 3, rows_of)  # 6 + 2 + 3 > 8: the next pass
+    late = batcher.submit(job(70, 3), 3, rows_of)  # 2 + 2 + 3 > 4: the next pass
     batcher.start()
     assert long_job.result(timeout=10) == [10, 11, 12, 13, 14, 15]
     assert short.result(timeout=10) == [50, 51]
     batcher.close()
     assert late.result(timeout=10) == [70, 71, 72]
-    assert forward.sizes == [8, 3]
+    assert forward.sizes == [4, 4, 3]
 
 
 def test_a_failing_forward_fails_only_its_own_job() -> None:

@@ -29,22 +29,43 @@ def serve(
     access_log: Annotated[
         bool, typer.Option("--access-log/--no-access-log", help="Log every request.")
     ] = True,
+    max_windows_per_request: Annotated[
+        int, typer.Option(help="Most windows one HTTP request may use (more: HTTP 413).")
+    ] = 256,
+    request_timeout: Annotated[
+        float, typer.Option(help="Seconds to answer a request (longer: HTTP 504, work dropped).")
+    ] = 60.0,
+    read_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a client has to send a request's headers, then its body (longer: "
+            "closed; a late body gets HTTP 408)."
+        ),
+    ] = 30.0,
+    max_connections: Annotated[
+        int, typer.Option(help="Connections served at once (more: HTTP 503).")
+    ] = 1000,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
-    from qa_finetune.serving.command import require_serve_extra
+    from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()
-    import_tensorflow_quietly()
-    from qa_finetune.serving.command import serve as run_serve
+    with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
+        import_tensorflow_quietly()
+        from qa_finetune.serving.command import serve as run_serve
 
-    run_serve(
-        model,
-        host=host,
-        port=port,
-        backend=backend,
-        max_batch=max_batch,
-        max_wait_ms=max_wait_ms,
-        max_context_chars=max_context_chars,
-        workers=workers,
-        access_log=access_log,
-    )
+        run_serve(
+            model,
+            host=host,
+            port=port,
+            backend=backend,
+            max_batch=max_batch,
+            max_wait_ms=max_wait_ms,
+            max_context_chars=max_context_chars,
+            workers=workers,
+            access_log=access_log,
+            max_windows_per_request=max_windows_per_request,
+            request_timeout=request_timeout,
+            read_timeout=read_timeout,
+            max_connections=max_connections,
+        )

@@ -8,13 +8,10 @@ and warmed, ``/metrics`` speaks Prometheus text, ``/`` is a page to try the mode
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from functools import partial
 from importlib import resources
 from typing import Annotated, Any
 
@@ -25,9 +22,9 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from qa_finetune.errors import QAFinetuneError
-from qa_finetune.serving.batcher import BatcherClosed
+from qa_finetune.serving.answering import answer_items, error
 from qa_finetune.serving.metrics import ServeMetrics
+from qa_finetune.serving.middleware import BodyGuard, RequestMetrics
 from qa_finetune.serving.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -36,12 +33,8 @@ from qa_finetune.serving.schemas import (
 )
 from qa_finetune.serving.service import AnswerService
 
-log = logging.getLogger("qa_finetune.serving.command")
 API_ROUTES = ("/v1/answer", "/v1/answer:batch")
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+METRIC_ROUTES = (*API_ROUTES, "/", "/healthz", "/readyz")
 
 
 def _field_name(location: tuple[Any, ...]) -> str:
@@ -59,7 +52,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         message = f"body: malformed JSON ({context.get('error', 'decode error')})"
     else:
         message = f"{_field_name(tuple(first['loc']))}: {first['msg']}"
-    return JSONResponse({"error": message, "detail": jsonable_encoder(errors)}, status_code=422)
+    # Not the client's own values back: NaN or a lone surrogate cannot be written as JSON,
+    # and a rejected 100,000-character context need not travel twice.
+    detail = [{key: value for key, value in e.items() if key != "input"} for e in errors]
+    return JSONResponse({"error": message, "detail": jsonable_encoder(detail)}, status_code=422)
 
 
 def _page() -> str:
@@ -94,7 +90,7 @@ def _offline_docs(app: FastAPI, files: str) -> None:
 
 def create_app(service: AnswerService) -> FastAPI:
     """The app around a loaded service; the lifespan starts (warms) and stops it."""
-    metrics = ServeMetrics(lambda: service.batcher.depth)
+    metrics = ServeMetrics(lambda: service.batcher.depth, lambda: service.batcher.skipped_windows)
     service.batcher.on_batch = metrics.observe_batch
     page = _page()
     docs_files = _swagger_ui_files()
@@ -110,7 +106,11 @@ def create_app(service: AnswerService) -> FastAPI:
     if docs_files:
         _offline_docs(app, docs_files)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    _add_request_metrics(app, metrics, _body_limits(service))
+    # The last added runs first: the metrics see the guard's 413s and 408s too.
+    app.add_middleware(
+        BodyGuard, limits=_body_limits(service), read_timeout=service.settings.read_timeout
+    )
+    app.add_middleware(RequestMetrics, metrics=metrics, routes=METRIC_ROUTES)
     _add_answer_routes(app, service)
     _add_status_routes(app, service, metrics)
     _add_page(app, page)
@@ -138,53 +138,12 @@ def _body_limits(service: AnswerService) -> dict[str, int]:
     return {API_ROUTES[0]: item_bytes, API_ROUTES[1]: item_bytes * settings.max_batch_items}
 
 
-def _body_too_large(request: Request, limit: int | None) -> JSONResponse | None:
-    """413 before reading a body that cannot hold an acceptable request."""
-    declared = request.headers.get("content-length", "")
-    if limit is None or not declared.isdigit() or int(declared) <= limit:
-        return None
-    return _error(413, f"request body is {declared} bytes, over this server's limit of {limit}")
-
-
-def _add_request_metrics(app: FastAPI, metrics: ServeMetrics, body_limits: dict[str, int]) -> None:
-    """Count and time every request by route; turn away oversized bodies unread."""
-
-    @app.middleware("http")
-    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Any:
-        began = time.perf_counter()
-        path = request.url.path
-        route = path if path in API_ROUTES or path in ("/", "/healthz", "/readyz") else "other"
-        metrics.in_flight.inc()
-        status = 500
-        try:
-            too_large = _body_too_large(request, body_limits.get(route))
-            response = too_large or await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            metrics.in_flight.dec()
-            metrics.observe_request(route, status, time.perf_counter() - began)
-
-
-async def _answer_one(
-    service: AnswerService, item: AnswerRequest, where: str
-) -> list[dict[str, Any]]:
-    """Window (in a worker thread), wait for the shared forward pass, decode."""
-    try:
-        future = await run_in_threadpool(
-            service.submit, item.question, item.context, item.top_k, item.allow_no_answer
-        )
-    except QAFinetuneError as exc:
-        raise QAFinetuneError(f"{where}{exc}") from exc
-    return await asyncio.wrap_future(future)
-
-
 def _too_long(items: list[AnswerRequest], max_context_chars: int) -> JSONResponse | None:
     """413 naming the first context over the server's limit; None when all fit."""
     for number, item in enumerate(items):
         if len(item.context) > max_context_chars:
             where = f"request {number}: " if len(items) > 1 else ""
-            return _error(
+            return error(
                 413,
                 f"{where}context is {len(item.context)} characters, over this server's "
                 f"limit of {max_context_chars} (--max-context-chars)",
@@ -192,25 +151,11 @@ def _too_long(items: list[AnswerRequest], max_context_chars: int) -> JSONRespons
     return None
 
 
-async def _answer_all(
-    service: AnswerService, items: list[AnswerRequest]
-) -> list[list[dict[str, Any]]] | JSONResponse:
-    """Every request's answers, in order, or the error response for the whole call."""
-    try:
-        where = (f"request {n}: " if len(items) > 1 else "" for n in range(len(items)))
-        return list(await asyncio.gather(*map(partial(_answer_one, service), items, where)))
-    except QAFinetuneError as exc:  # input the model cannot take (a question too long)
-        return _error(422, str(exc))
-    except BatcherClosed as exc:
-        return _error(503, str(exc))
-    except Exception as exc:  # the model failed on this request; others are unaffected
-        log.exception("answering failed")
-        return _error(500, f"answering failed: {type(exc).__name__}: {exc}")
-
-
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    413: {"model": ErrorResponse, "description": "A context over the size limit."},
+    408: {"model": ErrorResponse, "description": "The body did not arrive in time."},
+    413: {"model": ErrorResponse, "description": "A body, context or window count over a limit."},
     422: {"model": ErrorResponse, "description": "Malformed or incomplete request."},
+    504: {"model": ErrorResponse, "description": "Not answered within the request timeout."},
 }
 
 
@@ -219,24 +164,24 @@ def _add_answer_routes(app: FastAPI, service: AnswerService) -> None:
     settings = service.settings
 
     @app.post("/v1/answer", response_model=AnswerResponse, responses=ERROR_RESPONSES)
-    async def answer(item: AnswerRequest) -> Any:
+    async def answer(item: AnswerRequest, request: Request) -> Any:
         """The best ``top_k`` answers to a question, as spans of its context."""
         began = time.perf_counter()
         failed = _too_long([item], settings.max_context_chars)
         if failed is not None:
             return failed
-        result = await _answer_all(service, [item])
+        result = await answer_items(service, request, [item])
         if isinstance(result, JSONResponse):
             return result
         took = (time.perf_counter() - began) * 1000
         return {"answers": result[0], "model": settings.model_name, "took_ms": round(took, 3)}
 
     @app.post("/v1/answer:batch", response_model=BatchResponse, responses=ERROR_RESPONSES)
-    async def answer_batch(items: Annotated[list[AnswerRequest], Body()]) -> Any:
+    async def answer_batch(items: Annotated[list[AnswerRequest], Body()], request: Request) -> Any:
         """Several questions at once (a JSON list of answer requests), answered together."""
         began = time.perf_counter()
         if len(items) > settings.max_batch_items:
-            return _error(
+            return error(
                 413,
                 f"{len(items)} requests in one batch, over the limit of "
                 f"{settings.max_batch_items}: split the list",
@@ -244,7 +189,7 @@ def _add_answer_routes(app: FastAPI, service: AnswerService) -> None:
         failed = _too_long(items, settings.max_context_chars)
         if failed is not None:
             return failed
-        result = await _answer_all(service, items)
+        result = await answer_items(service, request, items)
         if isinstance(result, JSONResponse):
             return result
         took = (time.perf_counter() - began) * 1000

@@ -4,6 +4,9 @@ Callers window their own request (in their own thread) and ``submit`` the window
 ``decode`` function; one worker thread gathers queued jobs until ``max_batch`` windows are
 waiting or the oldest job has waited ``max_wait`` seconds, runs the shared ``forward`` once
 over all their windows, hands each job its own rows of logits and completes its future.
+A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
+so cancelling its future (the client went away, its deadline passed) drops the parts not yet
+run: no caller keeps the model for longer than one pass after it stops waiting.
 
 ``forward`` is any callable from window columns (``input_ids``, ``attention_mask``[,
 ``token_type_ids``] as lists of unpadded rows) to start/end logits ``[windows, longest]``:
@@ -17,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,17 +39,72 @@ class BatcherClosed(RuntimeError):
     """The batcher is shutting down and takes no new work."""
 
 
+class JobFuture(Future):
+    """A job's future; ``cancel()`` also drops the parts of a running job not yet run."""
+
+    abandoned = False
+
+    def cancel(self) -> bool:
+        self.abandoned = True
+        return super().cancel()
+
+
+# Logit of a position past a part's own windows (as modeling.predict.LOGIT_FILL): never chosen.
+PAD_LOGIT = -1e4
+
+
 @dataclass
 class _Job:
     encoding: Mapping[str, Sequence[Any]]
     width: int  # the job's longest window: its logits are cut back to this
     decode: Decode
-    future: Future = field(default_factory=Future)
+    future: JobFuture = field(default_factory=JobFuture)
     queued_at: float = field(default_factory=time.monotonic)
+    started: bool = False
+    rows_left: int = 0  # windows whose logits have not come back yet
+    logits: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def size(self) -> int:
         return len(self.encoding["input_ids"])
+
+    @property
+    def gone(self) -> bool:
+        """Cancelled, or already failed: its remaining parts are not worth a forward pass."""
+        return self.future.abandoned or (self.started and self.future.done())
+
+    def store(self, rows: slice, start: np.ndarray, end: np.ndarray) -> bool:
+        """Keep one part's logits; True when the whole job's logits are in."""
+        if self.logits is None:
+            shape = (self.size, self.width)
+            self.logits = (
+                np.full(shape, PAD_LOGIT, start.dtype),
+                np.full(shape, PAD_LOGIT, end.dtype),
+            )
+        width = min(self.width, start.shape[1])
+        self.logits[0][rows, :width] = start[:, :width]
+        self.logits[1][rows, :width] = end[:, :width]
+        self.rows_left -= rows.stop - rows.start
+        return self.rows_left == 0
+
+
+@dataclass
+class _Part:
+    """Rows ``rows`` of one job's windows: what one queue entry holds."""
+
+    job: _Job
+    rows: slice
+
+    @property
+    def size(self) -> int:
+        return self.rows.stop - self.rows.start
+
+    @property
+    def last(self) -> bool:
+        return self.rows.stop == self.job.size
+
+    def column(self, name: str) -> Sequence[Any]:
+        return self.job.encoding[name][self.rows]
 
 
 _STOP = object()
@@ -70,10 +128,11 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.max_wait = max_wait
         self.on_batch = on_batch
+        self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
-        self._carry: _Job | None = None  # taken from the queue but left for the next pass
+        self._carry: _Part | None = None  # taken from the queue but left for the next pass
         self._closed = False
-        self._waiting = 0  # submitted, not yet handed to a forward pass
+        self._waiting = 0  # jobs submitted whose last part is not yet in a forward pass
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="qa-batcher", daemon=True)
 
@@ -86,16 +145,24 @@ class MicroBatcher:
         """Jobs waiting for a forward pass: queued or being gathered, not yet running."""
         return self._waiting
 
-    def submit(self, encoding: Mapping[str, Sequence[Any]], width: int, decode: Decode) -> Future:
+    def submit(
+        self, encoding: Mapping[str, Sequence[Any]], width: int, decode: Decode
+    ) -> JobFuture:
         """Queue one job's windows; the future gets ``decode(start, end)`` or its exception."""
         job = _Job(encoding, width, decode)
         if job.size == 0:
             raise ValueError("a job needs at least one window")
+        job.rows_left = job.size
+        parts = [
+            _Part(job, slice(row, min(row + self.max_batch, job.size)))
+            for row in range(0, job.size, self.max_batch)
+        ]
         with self._lock:
             if self._closed:
                 raise BatcherClosed("the server is shutting down")
             self._waiting += 1
-            self._queue.put(job)
+            for part in parts:
+                self._queue.put(part)
         return job.future
 
     def close(self, timeout: float | None = None) -> None:
@@ -113,93 +180,120 @@ class MicroBatcher:
     def _run(self) -> None:
         stopping = False
         while not stopping or self._carry is not None:
-            jobs, stopping = self._gather(stopping)
+            parts, stopping = self._gather(stopping)
             try:
-                self._run_jobs(jobs)
+                self._run_parts(parts)
             except Exception as exc:  # the worker must outlive any failure
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
+                for part in parts:
+                    if not part.job.future.done():
+                        part.job.future.set_exception(exc)
 
     def _next(self, timeout: float | None) -> Any:
-        if self._carry is not None:
-            job, self._carry = self._carry, None
-            return job
-        try:
-            return self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
+        """The next queue entry whose job still wants it; parts of cancelled jobs are dropped."""
+        while True:
+            if self._carry is not None:
+                entry, self._carry = self._carry, None
+            else:
+                try:
+                    entry = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    return None
+            if not isinstance(entry, _Part) or not entry.job.gone:
+                return entry
+            self._skip(entry)
+            if entry.last:
+                self._taken(1)
 
-    def _gather(self, stopping: bool) -> tuple[list[_Job], bool]:
-        """The jobs of one pass: at least one; more while they fit and the wait allows.
+    def _skip(self, part: _Part) -> None:
+        """Drop a part of a cancelled job; a running one's future ends as cancelled."""
+        self.skipped_windows += part.size
+        future = part.job.future
+        if part.job.started and not future.done():
+            future.set_exception(CancelledError("cancelled by its caller"))
 
-        A first job longer than ``max_batch`` windows makes room for a whole number of
-        batches, so short jobs can fill the last one.
-        """
+    def _taken(self, jobs: int) -> None:
+        with self._lock:
+            self._waiting -= jobs
+
+    def _gather(self, stopping: bool) -> tuple[list[_Part], bool]:
+        """The parts of one pass: at least one; more while they fit and the wait allows."""
         first = self._next(timeout=0 if stopping else None)
         if first is None:
             return [], stopping
         if first is _STOP:
             return [], True
-        jobs, total = [first], first.size
-        capacity = self.max_batch * -(-first.size // self.max_batch)
-        deadline = first.queued_at + self.max_wait
-        while total < capacity:
+        parts, total = [first], first.size
+        deadline = first.job.queued_at + self.max_wait
+        while total < self.max_batch:
             wait = 0.0 if stopping else max(0.0, deadline - time.monotonic())
-            job = self._next(timeout=wait) if wait > 0 else self._next_now()
-            if job is None:
+            part = self._next(timeout=wait if wait > 0 else 0)
+            if part is None:
                 break
-            if job is _STOP:
+            if part is _STOP:
                 stopping = True
                 continue
-            if total + job.size > capacity:
-                self._carry = job
+            if total + part.size > self.max_batch:
+                self._carry = part
                 break
-            jobs.append(job)
-            total += job.size
-        return jobs, stopping
+            parts.append(part)
+            total += part.size
+        return parts, stopping
 
-    def _next_now(self) -> Any:
-        if self._carry is not None:
-            return self._next(None)
-        try:
-            return self._queue.get_nowait()
-        except queue.Empty:
-            return None
-
-    def _run_jobs(self, jobs: list[_Job]) -> None:
-        """One forward pass for all; if it fails, each job alone, so only the bad one fails."""
-        with self._lock:
-            self._waiting -= len(jobs)
-        # A job whose caller went away (cancelled) is dropped before it costs a forward pass.
-        live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
+    def _run_parts(self, parts: list[_Part]) -> None:
+        """One forward pass for all; if it fails, each part alone, so only the bad job fails."""
+        self._taken(sum(part.last for part in parts))
+        live = []
+        for part in parts:
+            job = part.job
+            # A job whose caller went away (cancelled) is dropped before it costs a forward pass.
+            if not job.started:
+                job.started = job.future.set_running_or_notify_cancel()
+            if job.started and not job.gone:
+                live.append(part)
+            elif job.started:
+                self._skip(part)
+            else:
+                self.skipped_windows += part.size
         if not live:
             return
         try:
             self._forward_and_decode(live)
         except Exception:
-            for job in live:
-                self._forward_and_decode([job])
+            for part in live:
+                if not part.job.gone:
+                    self._forward_and_decode([part])
 
-    def _forward_and_decode(self, jobs: list[_Job]) -> None:
+    def _forward_and_decode(self, parts: list[_Part]) -> None:
         try:
-            columns = [name for name in INPUT_COLUMNS if name in jobs[0].encoding]
-            merged = {name: [row for job in jobs for row in job.encoding[name]] for name in columns}
+            columns = [name for name in INPUT_COLUMNS if name in parts[0].job.encoding]
+            merged = {
+                name: [row for part in parts for row in part.column(name)] for name in columns
+            }
             began = time.perf_counter()
             start, end = self.forward(merged)
             seconds = time.perf_counter() - began
         except Exception as exc:
-            if len(jobs) > 1:
-                raise  # retried one job at a time by the caller
-            jobs[0].future.set_exception(exc)
+            if len(parts) > 1:
+                raise  # retried one part at a time by the caller
+            parts[0].job.future.set_exception(exc)
             return
         if self.on_batch is not None:
-            self.on_batch(len(merged["input_ids"]), len(jobs), seconds)
+            self.on_batch(len(merged["input_ids"]), len({id(part.job) for part in parts}), seconds)
         row = 0
-        for job in jobs:
-            rows = slice(row, row + job.size)
-            row += job.size
-            try:
-                job.future.set_result(job.decode(start[rows, : job.width], end[rows, : job.width]))
-            except Exception as exc:  # one job's decode never fails the others
-                job.future.set_exception(exc)
+        for part in parts:
+            rows = slice(row, row + part.size)
+            row += part.size
+            self._deliver(part, start[rows], end[rows])
+
+    @staticmethod
+    def _deliver(part: _Part, start: np.ndarray, end: np.ndarray) -> None:
+        """Keep a part's logits; decode once the job's last part is in."""
+        job = part.job
+        if job.gone:
+            return  # cancelled or failed meanwhile: nobody waits for the result
+        try:
+            if job.store(part.rows, start, end):
+                assert job.logits is not None
+                job.future.set_result(job.decode(*job.logits))
+        except Exception as exc:  # one job's decode never fails the others
+            job.future.set_exception(exc)

@@ -1,17 +1,23 @@
 """Run the answering service: load the model once, then serve it with uvicorn.
 
 SIGTERM (and Ctrl-C) stop accepting connections, finish the requests in flight, drain the
-micro-batcher and exit 0. With ``--workers N`` each worker process loads its own model from
-settings passed in the environment.
+micro-batcher and exit 0; SIGTERM while the model still loads exits 0 too. With
+``--workers N`` each worker process loads its own model from settings passed in the
+environment. Connections are bounded: ``--max-connections``, ``--read-timeout`` for a
+request's headers and then its body, and idle keep-alive connections closed after 5 s.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +25,33 @@ from qa_finetune.errors import QAFinetuneError
 
 BACKENDS = ("auto", "tf", "onnx")
 _ENV = "QA_FINETUNE_SERVE"
+KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection is closed after this
+log = logging.getLogger("qa_finetune.serving.command")
 
 
 class ServeError(QAFinetuneError):
     """The service cannot start as asked."""
+
+
+class _StopRequested(BaseException):
+    """SIGTERM before the server runs; a BaseException, so no ``except Exception`` eats it."""
+
+
+@contextmanager
+def stop_quietly_on_sigterm() -> Iterator[None]:
+    """SIGTERM while TensorFlow and the model load ends ``serve`` as it ends a running server:
+    exit 0 (the default action would be death by the signal, exit status 143)."""
+
+    def stop(*_: Any) -> None:
+        raise _StopRequested
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except _StopRequested:
+        log.info("stopped by SIGTERM before the server started")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def require_serve_extra() -> None:
@@ -100,6 +129,10 @@ def serve(
     max_context_chars: int = 100_000,
     workers: int = 1,
     access_log: bool = True,
+    max_windows_per_request: int = 256,
+    request_timeout: float = 60.0,
+    read_timeout: float = 30.0,
+    max_connections: int = 1000,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C."""
     require_serve_extra()
@@ -113,6 +146,9 @@ def serve(
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         max_context_chars=max_context_chars,
+        max_windows_per_request=max_windows_per_request,
+        request_timeout=request_timeout,
+        read_timeout=read_timeout,
     )
     try:
         check_settings(settings)
@@ -120,17 +156,13 @@ def serve(
         raise ServeError(str(exc)) from exc
     if workers < 1:
         raise ServeError(f"--workers must be at least 1, got {workers}")
+    if max_connections < 1:
+        raise ServeError(f"--max-connections must be at least 1, got {max_connections}")
     if backend not in BACKENDS:
         raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     _check_port(host, port)
     resolve_model_dir(reference)  # a wrong reference fails here, in one line
-    options: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "access_log": access_log,
-        "log_level": "info",
-        "lifespan": "on",
-    }
+    options = _uvicorn_options(host, port, access_log, read_timeout, max_connections)
     if workers > 1:
         os.environ[_ENV] = json.dumps(
             {"reference": reference, "backend": backend, **asdict(settings)}
@@ -143,6 +175,27 @@ def serve(
         )
         return
     _run_until_stopped(build_app(reference, backend, settings), options)
+
+
+def _uvicorn_options(
+    host: str, port: int, access_log: bool, read_timeout: float, max_connections: int
+) -> dict[str, Any]:
+    """uvicorn's settings: the address, logging, and the bounds on connections."""
+    from qa_finetune.serving.protocol import HeaderTimeoutH11Protocol
+
+    return {
+        "host": host,
+        "port": port,
+        "access_log": access_log,
+        "log_level": "info",
+        "lifespan": "on",
+        # A partial of a module-level class: picklable for the --workers processes.
+        "http": partial(HeaderTimeoutH11Protocol, header_timeout=read_timeout),
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+        # A request that arrives while more connections (its own counted) or requests are
+        # open is answered 503 by uvicorn.
+        "limit_concurrency": max_connections + 1,
+    }
 
 
 def _run_until_stopped(app: Any, options: dict[str, Any]) -> None:

@@ -14,7 +14,9 @@ SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 class ServeMetrics:
     """Requests by route and status, latency, forward-pass sizes and the queue depth."""
 
-    def __init__(self, queue_depth: Callable[[], float]) -> None:
+    def __init__(
+        self, queue_depth: Callable[[], float], skipped: Callable[[], float] = lambda: 0
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "qa_requests",
@@ -56,6 +58,12 @@ class ServeMetrics:
             registry=self.registry,
         )
         depth.set_function(queue_depth)
+        dropped = Gauge(
+            "qa_skipped_windows",
+            "Windows never run because their request was cancelled (client gone, deadline).",
+            registry=self.registry,
+        )
+        dropped.set_function(skipped)
 
     def observe_batch(self, windows: int, requests: int, seconds: float) -> None:
         """The micro-batcher's hook, called after every forward pass."""

@@ -23,6 +23,13 @@ class AnswerRequest(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # JSON's "\ud800" escape decodes to half a character
+            raise ValueError(
+                f"holds a lone surrogate (\\u{ord(value[exc.start]):04x} at character "
+                f"{exc.start}): send valid Unicode text"
+            ) from None
         return value
 
 

@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from qa_finetune.errors import QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
 
@@ -32,6 +33,11 @@ class ServeSettings:
     max_context_chars: int = 100_000
     max_batch_items: int = 256
     max_top_k: int = 20
+    # 100,000 characters of SQuAD's English contexts: 87 windows at max_length 384 and
+    # stride 128, 117 at 256 and 64: the longest context accepted fits twice over.
+    max_windows_per_request: int = 256
+    request_timeout: float = 60.0  # seconds from the body read to the answer
+    read_timeout: float = 30.0  # seconds to send the headers, then the whole body
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -44,6 +50,32 @@ def check_settings(settings: ServeSettings) -> None:
         raise ValueError(
             f"--max-context-chars must be at least 1, got {settings.max_context_chars}"
         )
+    if settings.max_windows_per_request < 1:
+        raise ValueError(
+            f"--max-windows-per-request must be at least 1, got {settings.max_windows_per_request}"
+        )
+    for flag, seconds in (
+        ("--request-timeout", settings.request_timeout),
+        ("--read-timeout", settings.read_timeout),
+    ):
+        if not 0 < seconds <= 86_400:  # also refuses NaN
+            raise ValueError(f"{flag} must be above 0 and at most 86400 seconds, got {seconds}")
+
+
+class OverBudget(QAFinetuneError):
+    """A request whose contexts need more windows than one request may use."""
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """One (question, context) pair cut into windows, not yet queued."""
+
+    windows: Any  # core.windows.Windows
+    context: str
+
+    @property
+    def size(self) -> int:
+        return len(self.windows.encoding["input_ids"])
 
 
 class AnswerService:
@@ -86,7 +118,37 @@ class AnswerService:
         self, question: str, context: str, top_k: int = 1, allow_no_answer: bool = False
     ) -> Future:
         """Window the pair here (bad input raises at once), then queue it for the model."""
-        windows = self.answerer.windows([question], [context])
+        return self.queue(self.window(question, context), top_k, allow_no_answer)
+
+    def window(self, question: str, context: str) -> Windowed:
+        """The pair's windows; a question too long for them raises ``InferenceError``."""
+        return Windowed(self.answerer.windows([question], [context]), context)
+
+    def window_all(self, pairs: list[tuple[str, str]]) -> list[Windowed]:
+        """Every pair's windows, refused as soon as their total passes the per-request budget
+        (so an oversized request costs its windowing, never the model's time)."""
+        budget = self.settings.max_windows_per_request
+        done: list[Windowed] = []
+        total = 0
+        for number, (question, context) in enumerate(pairs):
+            try:
+                done.append(self.window(question, context))
+            except QAFinetuneError as exc:
+                raise QAFinetuneError(
+                    f"request {number}: {exc}" if len(pairs) > 1 else str(exc)
+                ) from exc
+            total += done[-1].size
+            if total > budget:
+                raise OverBudget(
+                    f"this request needs at least {total} windows, over this server's limit "
+                    f"of {budget} (--max-windows-per-request): send shorter contexts or fewer "
+                    "questions"
+                )
+        return done
+
+    def queue(self, windowed: Windowed, top_k: int = 1, allow_no_answer: bool = False) -> Future:
+        """Queue windowed input for the shared forward pass; the future gets its answers."""
+        windows, context = windowed.windows, windowed.context
         decode: Callable[[Any, Any], list[dict[str, Any]]] = lambda start, end: (  # noqa: E731
             self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)[0]
         )

@@ -1,0 +1,96 @@
+"""One HTTP request's way through the service: window, queue, wait, within its limits.
+
+A request's windows are counted against ``max_windows_per_request`` before any reaches the
+model (413 over it); it is answered within ``request_timeout`` seconds (504 after); and when
+its client goes away first (499) or its deadline passes, its queued work is cancelled, so
+the batcher skips the windows not yet run instead of spending the model on nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Future
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.serving.batcher import BatcherClosed
+from qa_finetune.serving.schemas import AnswerRequest
+from qa_finetune.serving.service import AnswerService, OverBudget
+
+log = logging.getLogger("qa_finetune.serving.command")
+# Not in the HTTP standard: nginx's code for "the client closed the request" (nobody reads it).
+CLIENT_GONE = 499
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def answer_items(
+    service: AnswerService, request: Request, items: list[AnswerRequest]
+) -> list[list[dict[str, Any]]] | JSONResponse:
+    """Every item's answers, in order, or the one error response for the whole request."""
+    futures: list[Future] = []
+    work = asyncio.ensure_future(_answer(service, items, futures))
+    gone = asyncio.ensure_future(_client_gone(request))
+    timeout = service.settings.request_timeout
+    try:
+        done, _ = await asyncio.wait(
+            {work, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        gone.cancel()
+    if work in done:
+        return _result(work, futures)
+    work.cancel()
+    for future in futures:
+        future.cancel()  # parts not yet run are skipped by the batcher
+    if gone in done:
+        return error(CLIENT_GONE, "the client closed the connection before the answer")
+    return error(
+        504,
+        f"no answer within {timeout:g} s (--request-timeout): send shorter contexts or fewer "
+        "questions",
+    )
+
+
+async def _answer(
+    service: AnswerService, items: list[AnswerRequest], futures: list[Future]
+) -> list[list[dict[str, Any]]]:
+    """Window every item (in a worker thread), queue them all, wait for their answers."""
+    pairs = [(item.question, item.context) for item in items]
+    windowed = await run_in_threadpool(service.window_all, pairs)
+    for item, one in zip(items, windowed, strict=True):
+        futures.append(service.queue(one, item.top_k, item.allow_no_answer))
+    return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
+
+
+async def _client_gone(request: Request) -> None:
+    """Return when the client disconnects (the body is read: nothing else can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _result(
+    work: asyncio.Future[list[list[dict[str, Any]]]], futures: list[Future]
+) -> list[list[dict[str, Any]]] | JSONResponse:
+    """The finished work's answers, or its failure as an HTTP error."""
+    exc = work.exception()
+    if exc is None:
+        return work.result()
+    for future in futures:
+        future.cancel()  # one item failed: the others' work is no use
+    if isinstance(exc, OverBudget):
+        return error(413, str(exc))
+    if isinstance(exc, QAFinetuneError):  # input the model cannot take (a question too long)
+        return error(422, str(exc))
+    if isinstance(exc, BatcherClosed):
+        return error(503, str(exc))
+    # The model failed on this request; others are unaffected.
+    log.error("answering failed", exc_info=exc)
+    return error(500, f"answering failed: {type(exc).__name__}: {exc}")
