@@ -59,26 +59,26 @@ def _run_dir(config: Config) -> Path:
 def test_validation_killed_at_the_last_step_is_redone_on_resume(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training import loop
+    from qa_finetune.training.loop import TrainingRun
     from qa_finetune.training.train import train
 
-    def killed(*args: Any) -> dict[str, Any]:
+    def killed(*args: Any) -> bool:
         raise KeyboardInterrupt
 
     config = _config(tiny_model_dir, tmp_path)
     run_dir = _run_dir(config)
-    original = loop.validation_scores
-    monkeypatch.setattr(loop, "validation_scores", killed)
+    original = TrainingRun.validate
+    monkeypatch.setattr(TrainingRun, "validate", killed)
     with pytest.raises(KeyboardInterrupt):
         train(config)
     # The last step's checkpoint was saved before the epoch's validation began.
     [state_file] = (run_dir / "checkpoints").glob("state-*.json")
     final_step = int(state_file.stem.split("-")[1])
     state = json.loads(state_file.read_text())
-    assert state["history"] == [] and state["epoch_loss_batches"] == final_step
+    assert state["history"] == []
     assert not (run_dir / "history.csv").exists() and not (run_dir / "metrics.json").exists()
 
-    monkeypatch.setattr(loop, "validation_scores", original)
+    monkeypatch.setattr(TrainingRun, "validate", original)
     train(config, resume=True)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     with (run_dir / "history.csv").open(encoding="utf-8") as handle:
@@ -87,6 +87,7 @@ def test_validation_killed_at_the_last_step_is_redone_on_resume(
     for key in ("exact_match", "f1", "eval_loss"):
         assert float(row[key]) == pytest.approx(metrics[key]) and metrics[key] is not None
     # The epoch's loss comes from the checkpoint: the batches trained before the kill.
+    assert state["epoch_loss_batches"] == final_step
     epoch_loss = state["epoch_loss_sum"] / state["epoch_loss_batches"]
     assert float(row["loss"]) == pytest.approx(epoch_loss) == metrics["train_loss"]
     assert (run_dir / "curves.png").stat().st_size > 0
@@ -176,8 +177,6 @@ def test_resume_refuses_a_data_file_changed_under_the_same_path(
 
     run_dir = _run_dir(finished)
     train_file = Path(str(finished.data.train_file))
-    env = json.loads((run_dir / "env.json").read_text())
-    assert [name for name, _ in env["data_files"]["train"]] == [str(train_file)]
     root = Path(finished.train.output_dir)
     before = _snapshot(root)
     original = train_file.read_bytes()
@@ -196,6 +195,8 @@ def test_resume_refuses_a_data_file_changed_under_the_same_path(
         "new run (--run-name NEW or --overwrite)"
     )
     assert _snapshot(root) == before  # no run file touched, no features built
+    env = json.loads((run_dir / "env.json").read_text())
+    assert [name for name, _ in env["data_files"]["train"]] == [str(train_file)]
 
 
 def test_deleted_checkpoint_index_is_rebuilt_on_resume(
