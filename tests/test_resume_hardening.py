@@ -265,3 +265,24 @@ def test_missing_index_without_a_complete_checkpoint_is_one_line(tmp_path: Path)
         "ckpt-4.index",
         "state-4.json",
     ]
+
+
+def test_full_disk_while_preparing_features_is_named_and_leaves_no_staging(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qa_finetune.training import feature_cache
+    from qa_finetune.training.prepare import prepare
+
+    def save_dataset(dataset: Any, target: Path) -> None:
+        target.mkdir(parents=True)
+        (target / "data-00000-of-00001.arrow").write_bytes(b"\0" * 4096)
+        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+
+    monkeypatch.setattr(feature_cache, "save_dataset", save_dataset)
+    config = _config(tiny_model_dir, tmp_path)
+    with pytest.raises(QAFinetuneError) as info:
+        prepare(config)
+    assert str(info.value) == (
+        f"no space left on {tmp_path / 'features'}: free space or choose another --output-dir"
+    )
+    assert list((tmp_path / "features").iterdir()) == []

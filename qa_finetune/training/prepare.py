@@ -23,6 +23,7 @@ from qa_finetune.modeling.reference import (
     load_tokenizer,
     resolve_model_dir,
 )
+from qa_finetune.training.failures import disk_full_error, is_disk_full
 from qa_finetune.training.feature_cache import (
     WORK_DIR,
     CacheError,
@@ -236,8 +237,10 @@ def _build_cache(
             replace=replace,
             staging=staging,
         )
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, Exception) and is_disk_full(exc):
+            raise disk_full_error(cache_dir.parent) from None
         raise
 
 
