@@ -55,15 +55,15 @@ def test_concurrent_prepares_keep_the_first_complete_cache(tmp_path: Path) -> No
     # copy (another's staging folder is left alone) and the first complete cache is kept.
     from datasets import Dataset
 
-    from qa_finetune.training.prepare import _write_atomically
+    from qa_finetune.training.feature_cache import write_atomically
 
     target = tmp_path / "abc"
     others = tmp_path / "abc.tmp-1"  # a concurrent process's staging folder
     others.mkdir()
     (others / "busy").write_text("x")
     first = {"first": True, "source": "données.json"}
-    _write_atomically(target, {"train": Dataset.from_dict({"a": [1]})}, first)
-    _write_atomically(
+    write_atomically(target, {"train": Dataset.from_dict({"a": [1]})}, first)
+    write_atomically(
         target, {"train": Dataset.from_dict({"a": [2]})}, {"first": False}, replace=False
     )
     # The kept report is the first one, written as readable UTF-8 (not \\u escapes).

@@ -30,7 +30,11 @@ def run_directory(config: Config) -> Path:
 
 
 def has_checkpoint(run_dir: Path) -> bool:
-    return (run_dir / CHECKPOINT_DIR / "checkpoint").is_file()
+    """An index or checkpoint files: a deleted ``checkpoint`` index leaves intact ``ckpt-N.*``
+    files that --resume can still use and a plain train must not take for scaffolding."""
+    folder = run_dir / CHECKPOINT_DIR
+    files = (*folder.glob("ckpt-*.index"), *folder.glob("ckpt-*.data-*"))
+    return (folder / "checkpoint").is_file() or any(p.is_file() for p in files)
 
 
 # Files a run writes before its first checkpoint: a folder holding only these has nothing to

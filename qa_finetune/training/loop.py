@@ -16,17 +16,24 @@ import tf_keras
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.lookup import CONFIG_FILE
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
-from qa_finetune.training.checkpoints import TrainState, restore, state_path
+from qa_finetune.training.checkpoints import (
+    TrainState,
+    recover_index,
+    restore,
+    resume_fix,
+    save_checkpoint,
+    state_path,
+)
 from qa_finetune.training.cluster import Cluster
+from qa_finetune.training.failures import disk_full_error, is_disk_full
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.results import (
-    device_description,
+    describe_run,
     finish,
-    print_summary,
+    validation_scores,
     write_history,
 )
 from qa_finetune.training.schedule import ProgressSchedule, Schedule, TrainingClock
@@ -75,7 +82,19 @@ class TrainingRun:
         self.started = time.time()
 
     def run(self, fit: Fit) -> None:
-        """Train to the end of the schedule (or a stop), then, on the chief, write results."""
+        """Train to the end of the schedule (or a stop), then, on the chief, write results.
+
+        A full disk is one line naming the run directory, not a TensorFlow error.
+        """
+        try:
+            self._run(fit)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            rundir.remove_partial_checkpoints(self.run_dir)
+            raise disk_full_error(self.run_dir) from None
+
+    def _run(self, fit: Fit) -> None:
         self._open()
         self._describe()
         # Seconds of earlier processes (a resumed run) plus this one's, kept in every checkpoint.
@@ -91,6 +110,8 @@ class TrainingRun:
             )
         if self.clock.budget_reached:
             self._stop_at_budget()
+        elif self._validate_final_step():
+            self.save(self.step())
         self._keep_training_time()
         if not self.cluster.chief:
             return
@@ -117,6 +138,8 @@ class TrainingRun:
         """Record the config, drop half-written checkpoints and restore the last one."""
         rundir.write_text_atomic(self.run_dir / CONFIG_FILE, self.config.to_yaml())
         rundir.remove_partial_checkpoints(self.run_dir)
+        if not self.claim.created and self.cluster.chief:
+            recover_index(self.run_dir, resume_fix(self.run_dir / rundir.CHECKPOINT_DIR))
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(self.run_dir / rundir.CHECKPOINT_DIR), max_to_keep=1
         )
@@ -135,22 +158,14 @@ class TrainingRun:
 
     def _describe(self) -> None:
         """env.json and the summary table."""
-        device = device_description()
-        rundir.write_json(
-            self.run_dir / "env.json",
-            rundir.environment(
-                device, self.config.train.seed, self.prepared.fingerprint, self.precision
-            ),
-        )
-        print_summary(
+        describe_run(
+            self.run_dir,
             self.config,
             self.prepared,
             self.schedule,
             parameters=self.model.count_params(),
             replicas=self.strategy.num_replicas_in_sync,
-            device=device,
             precision=self.precision,
-            run_dir=self.run_dir,
         )
 
     def _callbacks(self) -> tuple[list[Any], bool]:
@@ -197,6 +212,8 @@ class TrainingRun:
                 self.strategy if self.cluster.shard else None,
             )
         except tf.errors.ResourceExhaustedError as exc:
+            if is_disk_full(exc):  # TensorFlow reports ENOSPC as exhausted resources
+                raise
             raise QAFinetuneError(
                 f"out of memory at batch size {self.config.train.batch_size}: "
                 "lower --batch-size or --max-length"
@@ -207,11 +224,20 @@ class TrainingRun:
         at_step = self.step()
         budget = self.config.train.max_minutes
         print(f"\ntraining time budget of {budget:g} min reached at step {at_step}", flush=True)
-        history = self.state.history
-        if not history or history[-1]["step"] != at_step:
-            last_loss = self.hooks.last_loss
-            self.validate(at_step, last_loss if last_loss is not None else float("nan"))
+        self._validate_final_step()
         self.save(at_step)
+
+    def _validate_final_step(self) -> bool:
+        """Validate the final weights unless that is done (True when it was not): a run killed
+        during its last validation resumes with nothing left to fit but that validation."""
+        at_step = self.step()
+        history = self.state.history
+        if history and history[-1]["step"] == at_step:
+            return False
+        loss = self.hooks.last_loss
+        # Nothing trained in this process: the loss of the checkpoint's epoch.
+        self.validate(at_step, self.state.epoch_loss() if loss is None else loss)
+        return True
 
     def _keep_training_time(self) -> None:
         """The last checkpoint is the final step: it keeps the whole training time."""
@@ -233,18 +259,11 @@ class TrainingRun:
         state = self.state
         state.train_seconds = self.seconds()
         last_loss = self.hooks.last_loss
-        if at_step % self.schedule.steps_per_epoch and last_loss is not None:
+        if last_loss is not None:
+            # Kept at an epoch's end too: a validation redone on resume reports its loss.
             state.epoch_loss_sum, state.epoch_loss_batches = self.epoch_so_far(at_step, last_loss)
-        else:
-            state.epoch_loss_sum, state.epoch_loss_batches = 0.0, 0
-        path = state_path(self.run_dir, at_step)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rundir.write_json(path, state.__dict__)
-        self.manager.save(checkpoint_number=at_step)
+        save_checkpoint(self.manager, self.run_dir, at_step, state)
         self.claim.commit()
-        for old in path.parent.glob("state-*.json"):
-            if old != path:
-                old.unlink(missing_ok=True)
 
     def validate(self, at_step: int, loss: float) -> bool:
         """Score, keep the best model; True asks the loop to stop early."""
@@ -258,32 +277,10 @@ class TrainingRun:
             "minutes": round(self.seconds() / 60, 3),
             "loss": loss,
         }
-        row.update(self._scores(at_step))
+        row.update(validation_scores(self.model, self.prepared, self.config, at_step))
         self.state.history.append(row)
         write_history(self.run_dir, self.state.history)
         return self._keep_if_best(row)
-
-    def _scores(self, at_step: int) -> dict[str, Any]:
-        """EM, F1 and eval loss on the validation windows (none without validation data)."""
-        prepared = self.prepared
-        if prepared.validation is None or prepared.validation_examples is None:
-            return {}
-        scores = evaluate_loaded(
-            self.model,
-            prepared.tokenizer,
-            prepared.validation_examples,
-            prepared.validation,
-            self.config.inference,
-            self.config.data.version_2_with_negative,
-        )
-        scores.pop("predictions")
-        print(
-            f"\nvalidation at step {at_step}: EM {scores['exact_match']:.2f}  "
-            f"F1 {scores['f1']:.2f}  "
-            f"loss {scores['eval_loss']:.4f}",
-            flush=True,
-        )
-        return scores
 
     def _keep_if_best(self, row: dict[str, Any]) -> bool:
         """Record ``row`` as the best so far when it is; True when patience has run out."""

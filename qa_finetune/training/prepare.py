@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +13,31 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.config_values import FEATURES_DIR
-from qa_finetune.core.data import LoadedData, check_files_exist, load_data, split_paths
-from qa_finetune.core.dataset_save import save_dataset, stream_rows
+from qa_finetune.core.data import LoadedData, check_files_exist, load_data
+from qa_finetune.core.dataset_save import stream_rows
 from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.core.metrics import normalize_answer
 from qa_finetune.core.windows import WindowSpec, window_spec
-from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.reference import (
     check_qa_head,
     load_tokenizer,
     resolve_model_dir,
-    tokenizer_fingerprint,
 )
-from qa_finetune.runs.directory import write_json
+from qa_finetune.training.failures import disk_full_error, is_disk_full
+from qa_finetune.training.feature_cache import (
+    WORK_DIR,
+    CacheError,
+    data_file_digests,
+    data_fingerprint,
+    load_cached,
+    staging_dir,
+    write_atomically,
+)
 
-# Bump when the feature layout changes, so old caches are rebuilt. 2: byte-level BPE offsets
-# trimmed once, context offsets without edge whitespace.
-FEATURE_FORMAT = 2
 MAP_BATCH_SIZE = 1000
 # Examples per map call (see _windows); a multiple of MAP_BATCH_SIZE, so the batches are the
 # same as in one call.
 MAP_CHUNK_EXAMPLES = 20 * MAP_BATCH_SIZE
-# Inside a cache's staging folder: the examples and windows while they are built.
-WORK_DIR = "work"
 
 
 @dataclass
@@ -54,32 +53,7 @@ class PreparedData:
     reused: bool
     model_dir: Path
     tokenizer: Any  # the fast tokenizer the features were built with
-
-
-def _file_digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def data_fingerprint(config: Config, model_dir: Path, spec: WindowSpec) -> str:
-    """Hash of everything the features depend on: data, tokenizer and settings."""
-    data = config.data
-    parts: dict[str, Any] = {
-        "format": FEATURE_FORMAT,
-        "data": {k: v for k, v in vars(data).items() if k not in ("train_file", "validation_file")},
-        "train_file": [_file_digest(f) for f in split_paths(data.train_file or "")],
-        "validation_file": [_file_digest(f) for f in split_paths(data.validation_file or "")],
-        "tokenizer": tokenizer_fingerprint(model_dir),
-        "max_length": spec.max_length,
-        "stride": spec.stride,
-        "question_first": spec.question_first,
-        "seed": config.train.seed,  # decides the held-out validation paragraphs
-    }
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    data_files: dict[str, list[list[str]]] = field(default_factory=dict)  # data_file_digests
 
 
 def features_root(config: Config) -> Path:
@@ -225,80 +199,6 @@ def _windows(examples: Any, function: Any, prefix: Path, settings: dict[str, Any
     return concatenate_datasets(parts)
 
 
-def _staging_dir(target: Path) -> Path:
-    """A fresh temporary sibling of ``target``, this process's own: processes preparing the
-    same features at once (the workers of a multi-worker run on one machine) do not write
-    into each other's."""
-    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    return staging
-
-
-def _write_atomically(
-    target: Path,
-    parts: dict[str, Any],
-    report: dict[str, Any],
-    replace: bool = True,
-    staging: Path | None = None,
-) -> None:
-    """Save to a temporary sibling, then rename: a crash never leaves a half-written cache.
-
-    Its ``work`` folder (the examples and windows being built) is removed before the rename.
-    Without ``replace``, a complete cache another process finished meanwhile is kept (it is
-    the same fingerprint, so the same features) and ours is dropped.
-    """
-    staging = staging or _staging_dir(target)
-    for name, dataset in parts.items():
-        if dataset is not None:
-            save_dataset(dataset, staging / name)
-    write_json(staging / "prepare_report.json", report)
-    # Open memory maps keep the removed files readable until they are closed.
-    shutil.rmtree(staging / WORK_DIR, ignore_errors=True)
-    if replace:
-        shutil.rmtree(target, ignore_errors=True)
-    try:
-        staging.rename(target)  # fails while target holds files
-    except OSError:
-        if not replace and (target / "prepare_report.json").is_file():
-            # Another process put a complete copy in place: it may be reading it already.
-            shutil.rmtree(staging, ignore_errors=True)
-            return
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-
-
-def _load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """Read the cache back; a damaged one (truncated, zeroed, edited) raises ``CacheError``."""
-    from datasets import load_from_disk
-
-    def optional(name: str) -> Any:
-        path = cache_dir / name
-        if not path.exists():
-            return None
-        dataset = load_from_disk(str(path))
-        if len(dataset):
-            dataset[len(dataset) - 1]  # reads through to the last row: a short file fails here
-        return dataset
-
-    try:
-        report = json.loads((cache_dir / "prepare_report.json").read_text(encoding="utf-8"))
-        train = optional("train")
-        validation = optional("validation")
-        examples = optional("validation_examples")
-        expected = (report["train"]["features"], report["validation"]["features"])
-        found = (len(train) if train is not None else -1, len(validation or []))
-    except Exception as exc:  # Arrow, JSON and file errors all mean the same thing here
-        raise CacheError(f"{cache_dir} is damaged ({type(exc).__name__})") from None
-    if found != expected:
-        raise CacheError(f"{cache_dir} is damaged (holds {found} windows, expected {expected})")
-    return train, validation, examples, report
-
-
-class CacheError(QAFinetuneError):
-    """A feature cache on disk cannot be read back."""
-
-
 def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
     """The model directory, its fast tokenizer and the window settings, all checked: a model
     without a TF QA head, a slow tokenizer or a window too long for the model fails here,
@@ -321,12 +221,12 @@ def _build_cache(
     """Load, window and save the features into ``cache_dir``. Examples and windows stream
     through Arrow files in the staging folder, so memory does not grow with the data; on any
     failure the staging folder is removed and nothing else on disk changes."""
-    staging = _staging_dir(cache_dir)
+    staging = staging_dir(cache_dir)
     try:
         loaded = load_data(config.data, seed=config.train.seed, work_dir=staging / WORK_DIR)
         train, validation = _build(config, loaded, tokenizer, spec, staging / WORK_DIR)
         report = _summarise(loaded, train, validation, spec, fingerprint)
-        _write_atomically(
+        write_atomically(
             cache_dir,
             {
                 "train": train.remove_columns(["label_text", "gold_texts"]),
@@ -337,8 +237,10 @@ def _build_cache(
             replace=replace,
             staging=staging,
         )
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, Exception) and is_disk_full(exc):
+            raise disk_full_error(cache_dir.parent) from None
         raise
 
 
@@ -346,14 +248,15 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     """Build (or reuse) the features for ``config`` and return them with their report."""
     model_dir, tokenizer, spec = check_model(config)
     check_files_exist(config.data)
-    fingerprint = data_fingerprint(config, model_dir, spec)
+    digests = data_file_digests(config.data)
+    fingerprint = data_fingerprint(config, model_dir, spec, digests)
     cache_dir = features_root(config) / fingerprint
     cached = not force and (cache_dir / "prepare_report.json").is_file()
     if not cached:
         _build_cache(config, cache_dir, tokenizer, spec, fingerprint, replace=force)
     # Fresh or reused, the features are read back memory-mapped from the cache.
     try:
-        train, validation, validation_examples, report = _load_cached(cache_dir)
+        train, validation, validation_examples, report = load_cached(cache_dir)
     except CacheError as exc:
         if not cached:
             raise CacheError(f"{exc}: run `qa-finetune prepare --force` to rebuild it") from None
@@ -369,4 +272,5 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
         cached,
         model_dir,
         tokenizer,
+        digests,
     )

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from qa_finetune.config import Config
 from qa_finetune.core.summary import format_table
+from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
 from qa_finetune.training.checkpoints import TrainState
 from qa_finetune.training.prepare import PreparedData
@@ -46,6 +47,46 @@ def print_summary(config: Config, prepared: PreparedData, schedule: Schedule, **
         ("run directory", facts["run_dir"]),
     ]
     print(format_table(rows, title="Training"), flush=True)
+
+
+def describe_run(
+    run_dir: Path,
+    config: Config,
+    prepared: PreparedData,
+    schedule: Schedule,
+    **facts: Any,
+) -> None:
+    """env.json and the summary table (``facts``: parameters, replicas, precision)."""
+    device = device_description()
+    env = rundir.environment(device, config.train.seed, prepared.fingerprint, facts["precision"])
+    # Each data file by content: --resume refuses data changed under the same path.
+    env["data_files"] = prepared.data_files
+    rundir.write_json(run_dir / "env.json", env)
+    print_summary(config, prepared, schedule, device=device, run_dir=run_dir, **facts)
+
+
+def validation_scores(
+    model: Any, prepared: PreparedData, config: Config, at_step: int
+) -> dict[str, Any]:
+    """EM, F1 and eval loss on the validation windows (none without validation data)."""
+    if prepared.validation is None or prepared.validation_examples is None:
+        return {}
+    scores = evaluate_loaded(
+        model,
+        prepared.tokenizer,
+        prepared.validation_examples,
+        prepared.validation,
+        config.inference,
+        config.data.version_2_with_negative,
+    )
+    scores.pop("predictions")
+    print(
+        f"\nvalidation at step {at_step}: EM {scores['exact_match']:.2f}  "
+        f"F1 {scores['f1']:.2f}  "
+        f"loss {scores['eval_loss']:.4f}",
+        flush=True,
+    )
+    return scores
 
 
 def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:

@@ -27,6 +27,7 @@ from qa_finetune.runs import directory as rundir
 from qa_finetune.runs import replaced
 from qa_finetune.runs.lock import run_lock
 from qa_finetune.runs.lookup import load_run_config
+from qa_finetune.training.checkpoints import check_same_data
 from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
 from qa_finetune.training.loop import TrainingRun
 from qa_finetune.training.memory import check_fits
@@ -111,6 +112,7 @@ def _checked_config(
         stored = load_run_config(run_dir)
         _check_resume_request(run_dir, stored, requested or {})
         config = stored
+        check_same_data(run_dir, config.data)
     train = config.train
     if train.memory_check and not has_gpu():
         check_fits(
