@@ -74,7 +74,7 @@ def test_model_folder_carries_pytorch_safetensors(
     from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 
     from qa_finetune.modeling.loading import load_qa_model
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     folder = save_model_atomic(tiny_model, tokenizer, tmp_path / "model")
     assert sorted(p.name for p in folder.glob("*.h5")) == ["tf_model.h5"]
@@ -113,7 +113,7 @@ def test_card_tf_pipeline_loads_a_folder_with_both_weight_files(
     """The model card's TensorFlow snippet works beside the PyTorch file (no torch here)."""
     from transformers import pipeline
 
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     folder = save_model_atomic(tiny_model, tokenizer, tmp_path / "model")
     qa = pipeline(

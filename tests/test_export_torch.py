@@ -113,7 +113,7 @@ def test_pytorch_loads_the_exported_weights_with_tf_logits(
 ) -> None:
     if not Path(TORCH_PYTHON).is_file():
         pytest.skip(f"no PyTorch venv at {TORCH_PYTHON}: run make torch-venv")
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     model, tokenizer = (
         _bert(minilm_dir, tmp_path) if family == "bert" else _roberta(shared_data, tmp_path)

@@ -99,6 +99,8 @@ def _modules_under(package: str) -> list[str]:
 TENSORFLOW_FREE = [
     "qa_finetune",
     "qa_finetune.config",
+    "qa_finetune.files",
+    "qa_finetune.nesting",
     *_modules_under("core"),
     *_modules_under("runs"),
     "qa_finetune.modeling.reference",

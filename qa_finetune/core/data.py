@@ -26,8 +26,8 @@ from qa_finetune.core.example_files import (
 )
 from qa_finetune.core.record_stream import stream_records
 from qa_finetune.core.records import DataError, hub_records
-from qa_finetune.core.textio import check_file
 from qa_finetune.core.validation import SplitReport, iter_validated
+from qa_finetune.files import check_file
 
 SAMPLE_DATA_DIR = Path(__file__).parents[1] / "sample_data"
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.nesting import check_json_depth
 from qa_finetune.core.records import DataError, read_records
-from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.core.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.results import finish, write_predictions
+from qa_finetune.files import check_file, read_text
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
+from qa_finetune.nesting import check_json_depth
 from qa_finetune.runs.ownership import check_output_folder
 
 DEFAULT_OUTPUT = Path("eval")

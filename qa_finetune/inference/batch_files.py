@@ -26,7 +26,7 @@ class _Line:
 
 
 def _parse_line(raw: str, number: int) -> _Line:
-    from qa_finetune.core.nesting import check_json_depth
+    from qa_finetune.nesting import check_json_depth
 
     check_json_depth(raw, "line", InferenceError, first_line=None)
     try:
@@ -50,7 +50,7 @@ def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
     Lines are split on ``\\n`` and decoded one by one: a line that is not UTF-8 is one bad
     line (skipped with ``skip_errors``), and contexts keep their bytes (``\\r\\n`` included).
     """
-    from qa_finetune.core.textio import BOM, check_file, decode_utf8
+    from qa_finetune.files import BOM, check_file, decode_utf8
 
     check_file(path, "batch file", "--batch")
     lines, failed = [], 0

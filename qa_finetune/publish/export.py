@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import staged_folder, write_json
+from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 
@@ -230,15 +232,15 @@ def export_run(
     tokenizer = load_tokenizer(source)
     if in_place:
         # RUN/model stays training's folder (no export marker): only PyTorch weights are added.
-        return rundir.save_model_atomic(model, tokenizer, target)
-    with rundir.staged_folder(target) as staging:
+        return save_model_atomic(model, tokenizer, target)
+    with staged_folder(target) as staging:
         if fmt == "hf":
             _write_hf(model, tokenizer, staging)
         else:
             files = _write_serving(model, tokenizer, staging, fmt, quantize)
             settings = qa_settings(source, tokenizer)
             settings.update(format=fmt, files=files, source=source.name, checkpoint=checkpoint)
-            rundir.write_json(staging / QA_CONFIG, settings)
+            write_json(staging / QA_CONFIG, settings)
         write_marker(staging, EXPORT_MARKER, fmt)
     return target
 

@@ -23,7 +23,7 @@ def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The recorded config as plain sections, as written; empty when absent or unreadable
     (a model card still describes a run whose config an older version wrote)."""
     from qa_finetune.config_values import ConfigLoader
-    from qa_finetune.core.nesting import load_yaml
+    from qa_finetune.nesting import load_yaml
 
     try:
         text = (Path(run_dir) / CONFIG_FILE).read_text(encoding="utf-8")
