@@ -192,7 +192,7 @@ def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> Non
     from datasets import Dataset
 
     from qa_finetune.core.labels import prepare_eval_features
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.core.windows import make_spec
     from qa_finetune.modeling.reference import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)
@@ -228,7 +228,7 @@ def test_feature_offsets_match_postprocess(tiny_model_dir: Path) -> None:
 
     from qa_finetune.core.labels import prepare_eval_features
     from qa_finetune.core.spans import offsets_to_array
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.core.windows import make_spec
     from qa_finetune.modeling.reference import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)

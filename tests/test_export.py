@@ -23,8 +23,7 @@ CONTEXT = (
 
 def windows(tokenizer: Any, max_length: int = 64, stride: int = 16) -> dict[str, np.ndarray]:
     """Real question/context windows, padded to one width, as int32 model inputs."""
-    from qa_finetune.core.windows import make_windows
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.core.windows import make_spec, make_windows
 
     spec = make_spec(tokenizer, max_length, stride)
     built = make_windows(
@@ -335,8 +334,7 @@ def test_export_tokenizer_makes_the_same_windows(
     family: str, tokenizer: Any, tmp_path: Path
 ) -> None:
     """The transformers-free tokenizer of an export cuts the windows transformers' does."""
-    from qa_finetune.core.windows import make_windows
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.core.windows import make_spec, make_windows
     from qa_finetune.modeling.export_tokenizer import ExportTokenizer
     from qa_finetune.publish.export import qa_settings
 

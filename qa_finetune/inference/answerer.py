@@ -17,21 +17,19 @@ from qa_finetune.config import InferenceConfig
 from qa_finetune.core.no_answer import rank_answers
 from qa_finetune.core.spans import null_score, postprocess_predictions
 from qa_finetune.core.windows import (
+    DEFAULT_STRIDE,
     PreprocessError,
     Windows,
     WindowSpec,
     check_question_room,
+    default_max_length,
+    make_spec,
     make_windows,
     model_max_length,
 )
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.inference.inputs import checked_pairs
-from qa_finetune.modeling.for_answering import (
-    DEFAULT_STRIDE,
-    default_max_length,
-    load_for_answering,
-    make_spec,
-)
+from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.predict import predict_features
 
 # --------------------------------------------------------------------------------------------

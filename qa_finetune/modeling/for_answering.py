@@ -15,12 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, InferenceConfig
-from qa_finetune.core.windows import WindowSpec, model_max_length, window_spec
+from qa_finetune.core.windows import DEFAULT_STRIDE, WindowSpec, default_max_length, make_spec
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.runs.lookup import run_config
-
-DEFAULT_MAX_LENGTH = 384
-DEFAULT_STRIDE = 128
 
 
 @dataclass
@@ -130,16 +127,3 @@ def inference_settings(
         return InferenceConfig(**base)
     except QAFinetuneError as exc:
         raise InferenceError(str(exc)) from None
-
-
-def default_max_length(tokenizer: Any) -> int:
-    """``DEFAULT_MAX_LENGTH``, or less for a model that takes fewer tokens per window."""
-    return min(DEFAULT_MAX_LENGTH, model_max_length(tokenizer) or DEFAULT_MAX_LENGTH)
-
-
-def make_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
-    """Window settings, checked with the config rules so errors name the option."""
-    from qa_finetune.config import PreprocessConfig
-
-    PreprocessConfig(max_length=max_length, stride=stride)
-    return window_spec(tokenizer, max_length, stride)
