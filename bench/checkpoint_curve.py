@@ -82,7 +82,7 @@ def score(model: Path, args: argparse.Namespace, config: Any, out: Path) -> dict
         str(model),
         args.data,
         None,
-        output_dir=out,
+        report_dir=out,
         max_samples=args.limit,
         max_length=config.preprocess.max_length,
         stride=config.preprocess.stride,

@@ -116,7 +116,7 @@ def evaluate_point(data: Path, questions: int, work: Path) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "qa_finetune.cli", "evaluate", "--model", MODEL,
         "--allow-untrained-head", "--data", str(data), "--max-samples", str(questions),
-        "--output-dir", str(work / f"eval-{questions}"),
+        "--report-dir", str(work / f"eval-{questions}"),
     ]  # fmt: skip
     seconds, rss, _, peaks = run_measured(command)
     return {

@@ -111,7 +111,7 @@ def test_evaluate_predictions_command(tmp_path: Path) -> None:
             str(predictions),
             "--data",
             str(data),
-            "--output-dir",
+            "--report-dir",
             str(out),
         ],
     )
@@ -219,3 +219,15 @@ def test_batch_with_every_line_skipped_fails(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert f"error: all 2 lines of {source} were skipped" in result.stderr
+
+
+def test_evaluate_output_dir_points_to_report_dir(tmp_path: Path) -> None:
+    # --output-dir is the runs root elsewhere; evaluate's report folder is --report-dir.
+    out = tmp_path / "eval"
+    result = runner.invoke(app, ["evaluate", "--data", "d.json", "--output-dir", str(out)])
+    assert result.exit_code == 1
+    assert (
+        result.stderr
+        == f"error: evaluate writes its report to --report-dir: pass --report-dir {out}\n"
+    )
+    assert not out.exists()

@@ -296,7 +296,7 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     evaluate_model(
-        str(tiny_model_dir), str(data), None, output_dir=tmp_path / "tf", max_length=64, stride=16
+        str(tiny_model_dir), str(data), None, report_dir=tmp_path / "tf", max_length=64, stride=16
     )
     onnx_metrics = json.loads((tmp_path / "onnx" / "metrics.json").read_text())
     tf_metrics = json.loads((tmp_path / "tf" / "metrics.json").read_text())

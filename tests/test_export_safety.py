@@ -296,18 +296,18 @@ def test_evaluate_refuses_a_runs_own_folder(
     folder = {"run": run, "model": run / "model", "export": run / "onnx"}[kind]
     data, predictions = scored
     before = tree(tmp_path)
-    common = ["--data", str(data), "--output-dir", str(folder)]
+    common = ["--data", str(data), "--report-dir", str(folder)]
 
     for args in (["--predictions", str(predictions)], ["--model", str(run)]):
         line = one_error_line(["evaluate", *args, *common])
-        assert line == f"error: --output-dir {folder} " + expected.format(folder=folder)
+        assert line == f"error: --report-dir {folder} " + expected.format(folder=folder)
     assert tree(tmp_path) == before
 
 
 def test_evaluate_writes_a_new_output_folder(scored: tuple[Path, Path], tmp_path: Path) -> None:
     data, predictions = scored
     args = ["evaluate", "--predictions", str(predictions), "--data", str(data)]
-    result = CliRunner().invoke(app, [*args, "--output-dir", str(tmp_path / "out")])
+    result = CliRunner().invoke(app, [*args, "--report-dir", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["exact_match"] == 100.0
 

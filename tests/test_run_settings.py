@@ -83,13 +83,13 @@ def test_ask_and_evaluate_agree_on_every_unanswerable_sample_question(
 
     data = sample_data_path("unanswerable")
     probe = make_run(tiny_model_dir, tmp_path / "probe", "")
-    evaluate_model(str(probe), str(data), None, output_dir=tmp_path / "probe-eval", version_2=True)
+    evaluate_model(str(probe), str(data), None, report_dir=tmp_path / "probe-eval", version_2=True)
     odds = json.loads((tmp_path / "probe-eval" / "null_odds.json").read_text())
     threshold = _threshold_between([v for v in odds.values() if abs(v) < 1e6])
 
     chosen = f"inference:\n  null_score_diff_threshold: {threshold}\n"
     run_dir = make_run(tiny_model_dir, tmp_path / "chosen", chosen)
-    evaluate_model(str(run_dir), str(data), None, output_dir=tmp_path / "eval", version_2=True)
+    evaluate_model(str(run_dir), str(data), None, report_dir=tmp_path / "eval", version_2=True)
     evaluated = json.loads((tmp_path / "eval" / "predictions.json").read_text())
 
     records = read_records(data, DataConfig(version_2_with_negative=True))

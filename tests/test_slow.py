@@ -69,7 +69,7 @@ def test_evaluate_scores_a_predictions_file_like_the_official_definition(
         data=str(shared_data / "squad-v1.1-dev.json"),
         dataset=None,
         split="validation",
-        output_dir=tmp_path / "eval",
+        report_dir=tmp_path / "eval",
         version_2=False,
     )
     share = len(predictions) / 10570

@@ -26,13 +26,15 @@ SplitOption = Annotated[str, typer.Option(help="Split of --dataset.")]
 PredictionsOption = Annotated[
     Path | None, typer.Option("--predictions", help="Score this predictions.json alone.")
 ]
-EvalOutputDirOption = Annotated[
+ReportDirOption = Annotated[
     Path | None,
     typer.Option(
-        "--output-dir",
+        "--report-dir",
         help="Where eval files go (default: RUN/eval); not a run, model or export folder.",
     ),
 ]
+# --output-dir names the runs root in prepare, train and ask; here it would be a second meaning.
+OldOutputDirOption = Annotated[Path | None, typer.Option("--output-dir", hidden=True)]
 Version2Option = Annotated[
     bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
 ]
@@ -50,7 +52,7 @@ def evaluate(
     dataset: DatasetOption = None,
     split: SplitOption = "validation",
     predictions: PredictionsOption = None,
-    output_dir: EvalOutputDirOption = None,
+    report_dir: ReportDirOption = None,
     version_2: Version2Option = False,
     max_samples: MaxSamplesOption = None,
     batch_size: BatchSizeOption = None,
@@ -58,8 +60,13 @@ def evaluate(
     stride: StrideOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
+    output_dir: OldOutputDirOption = None,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
+    if output_dir is not None:
+        raise QAFinetuneError(
+            f"evaluate writes its report to --report-dir: pass --report-dir {output_dir}"
+        )
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is None:
@@ -80,7 +87,7 @@ def evaluate(
             data=data,
             dataset=dataset,
             split=split,
-            output_dir=output_dir,
+            report_dir=report_dir,
             version_2=version_2,
         )
         return
@@ -89,7 +96,7 @@ def evaluate(
         data=data,
         dataset=dataset,
         split=split,
-        output_dir=output_dir,
+        report_dir=report_dir,
         version_2=version_2,
         max_samples=max_samples,
         batch_size=batch_size,

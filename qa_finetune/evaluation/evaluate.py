@@ -2,7 +2,7 @@
 
 A model is scored on every window of every question with the same length-sorted batching as
 ``ask``; its answers go through the n-best search of ``postprocess``. Files written to the
-output directory: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
+report folder: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
 ``nbest_predictions.json``, ``null_odds.json`` (v2), ``report.csv``, ``report_groups.csv`` and
 ``f1_by_question_type.png``.
 """
@@ -79,10 +79,10 @@ def load_examples(
     return EvalExamples(kept, source, report)
 
 
-def check_output_dir(output_dir: Path) -> None:
-    """Refuse an output folder that holds a run's or a model's own files (a run directory's
+def check_report_dir(report_dir: Path) -> None:
+    """Refuse a report folder that holds a run's or a model's own files (a run directory's
     ``metrics.json`` is training's): evaluate writes into a folder of its own."""
-    check_output_folder(Path(output_dir), "evaluate", "--output-dir")
+    check_output_folder(Path(report_dir), "evaluate", "--report-dir")
 
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
@@ -109,7 +109,7 @@ def evaluate_model(
     data: str | None,
     dataset: str | None,
     split: str = "validation",
-    output_dir: Path | None = None,
+    report_dir: Path | None = None,
     version_2: bool = False,
     max_samples: int | None = None,
     batch_size: int | None = None,
@@ -126,8 +126,8 @@ def evaluate_model(
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
-    if output_dir is not None:
-        check_output_dir(output_dir)
+    if report_dir is not None:
+        check_report_dir(report_dir)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
     examples = load_examples(data, dataset, split, version_2, max_samples)
@@ -145,9 +145,9 @@ def evaluate_model(
     result, windows = _predict_and_score(loaded, examples.records, version_2)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
-    output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
-    check_output_dir(output_dir)
-    write_predictions(output_dir, predictions, version_2)
+    report_dir = report_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+    check_report_dir(report_dir)
+    write_predictions(report_dir, predictions, version_2)
     metrics = {
         **result,
         "data": examples.source,
@@ -162,7 +162,7 @@ def evaluate_model(
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
-    return finish(metrics, examples, predictions.answers, output_dir, version_2)
+    return finish(metrics, examples, predictions.answers, report_dir, version_2)
 
 
 def _predict_and_score(
@@ -212,7 +212,7 @@ def evaluate_predictions(
     data: str | None,
     dataset: str | None,
     split: str = "validation",
-    output_dir: Path | None = None,
+    report_dir: Path | None = None,
     version_2: bool = False,
 ) -> dict[str, Any]:
     """Score an official predictions file; ids without a prediction score 0 (``missing``).
@@ -220,8 +220,8 @@ def evaluate_predictions(
     For v2, a ``null_odds.json`` beside the predictions enables the best-threshold search.
     """
     predictions_path = Path(predictions_path)
-    output_dir = output_dir or DEFAULT_OUTPUT
-    check_output_dir(output_dir)
+    report_dir = report_dir or DEFAULT_OUTPUT
+    check_report_dir(report_dir)
     answers = read_predictions(predictions_path)
     examples = load_examples(data, dataset, split, version_2)
     gold = references(examples.records)
@@ -251,4 +251,4 @@ def evaluate_predictions(
             f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
             f"{examples.source} and were ignored (first: {unknown})"
         )
-    return finish(metrics, examples, answers, output_dir, version_2)
+    return finish(metrics, examples, answers, report_dir, version_2)
