@@ -34,11 +34,13 @@ def test_answerer_takes_the_run_inference_settings_and_flags_win(
         "  null_score_diff_threshold: 1.5\n",
     )
     answerer = QuestionAnswerer.load(str(run_dir))
-    assert (answerer.n_best, answerer.max_answer_length, answerer.batch_size) == (3, 2, 5)
-    assert answerer.null_threshold == 1.5
+    settings = answerer.settings
+    assert (settings.n_best, settings.max_answer_length, settings.batch_size) == (3, 2, 5)
+    assert settings.null_score_diff_threshold == 1.5
     assert answerer.spec.max_length == 96
     explicit = QuestionAnswerer.load(str(run_dir), max_answer_length=7, batch_size=9)
-    assert (explicit.n_best, explicit.max_answer_length, explicit.batch_size) == (3, 7, 9)
+    settings = explicit.settings
+    assert (settings.n_best, settings.max_answer_length, settings.batch_size) == (3, 7, 9)
     # Answers honour the run's longest answer: at most 2 tokens.
     context = "The committee met in the old town hall on a rainy Tuesday evening in March."
     for item in answerer.answer("Where did the committee meet?", context, top_k=3):
@@ -53,7 +55,7 @@ def test_model_folder_without_run_gets_the_config_defaults(tiny_model_dir: Path)
 
     answerer = QuestionAnswerer.load(str(tiny_model_dir))
     defaults = InferenceConfig()
-    assert answerer.inference_config() == defaults
+    assert answerer.settings == defaults
 
 
 def test_bad_setting_is_a_clear_error(tiny_model_dir: Path) -> None:

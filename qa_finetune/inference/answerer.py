@@ -8,7 +8,7 @@ longest window: short windows do not pay for long ones.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,12 +44,9 @@ class QuestionAnswerer:
     model: Any
     tokenizer: Any
     spec: WindowSpec
-    max_answer_length: int = 30
-    n_best: int = 20
-    batch_size: int = 64
+    # Decoding: n-best, longest answer, windows per forward pass, the no-answer threshold.
+    settings: InferenceConfig = field(default_factory=InferenceConfig)
     backend: str = "tf"  # what computes the logits: "tf" (a Keras model) or "onnx"
-    # SQuAD v2: "" wins when the null score beats the best span by more than this.
-    null_threshold: float = 0.0
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -61,26 +58,7 @@ class QuestionAnswerer:
         ``quantized`` and ``warn_untrained_head``.
         """
         loaded = load_for_answering(reference, **options)
-        settings = loaded.settings
-        return cls(
-            loaded.model,
-            loaded.tokenizer,
-            loaded.spec,
-            max_answer_length=settings.max_answer_length,
-            n_best=settings.n_best,
-            batch_size=settings.batch_size,
-            backend=loaded.backend,
-            null_threshold=settings.null_score_diff_threshold,
-        )
-
-    def inference_config(self) -> InferenceConfig:
-        """This answerer's decoding settings as the config section ``evaluate`` takes."""
-        return InferenceConfig(
-            n_best=self.n_best,
-            max_answer_length=self.max_answer_length,
-            null_score_diff_threshold=self.null_threshold,
-            batch_size=self.batch_size,
-        )
+        return cls(loaded.model, loaded.tokenizer, loaded.spec, loaded.settings, loaded.backend)
 
     def answer(
         self,
@@ -138,7 +116,7 @@ class QuestionAnswerer:
         return predict_features(
             self.model,
             encoding,
-            self.batch_size,
+            self.settings.batch_size,
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
         )
@@ -163,8 +141,8 @@ class QuestionAnswerer:
             end,
             offsets[:, : start.shape[1]],
             cls_index=windows.cls_index,
-            n_best=max(self.n_best, top_k),
-            max_answer_length=self.max_answer_length,
+            n_best=max(self.settings.n_best, top_k),
+            max_answer_length=self.settings.max_answer_length,
         )
         results = []
         for i, example_id in enumerate(ids):
@@ -176,7 +154,9 @@ class QuestionAnswerer:
             if handle_impossible_answer:
                 rows = windows.sample_map == i
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
-            results.append(rank_answers(candidates, top_k, null, self.null_threshold))
+            results.append(
+                rank_answers(candidates, top_k, null, self.settings.null_score_diff_threshold)
+            )
         return results
 
     def check_questions(
