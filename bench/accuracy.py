@@ -13,7 +13,7 @@ One TensorFlow QA model and its tokenizer answer the same validated questions th
   of the end logits taken independently, the answer decoded from the tokens between them
   (empty when the end comes before the start);
 - pipeline: ``transformers.pipeline("question-answering", framework="tf")`` with the same
-  window length, stride and longest answer, ``handle_impossible_answer=False``.
+  window length, stride and longest answer, ``allow_no_answer=False``.
 
 All three are scored by ``qa_finetune.core.metrics.squad_v1`` against every gold answer. The
 notebook's decoding runs batched through the same forward as ours (each question's argmax is
@@ -108,7 +108,7 @@ def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
         batch_size=answerer.settings.batch_size,
     )
     result = evaluate_loaded(
-        answerer.model, answerer.tokenizer, examples, features, config, version_2=False
+        answerer.model, answerer.tokenizer, examples, features, config, allow_no_answer=False
     )
     return dict(result["predictions"].answers)
 
@@ -230,7 +230,7 @@ def decode_pipeline(answerer: QuestionAnswerer, pipe: Any, records: Records) -> 
         max_seq_len=answerer.spec.max_length,
         doc_stride=answerer.spec.stride,
         max_answer_len=answerer.settings.max_answer_length,
-        handle_impossible_answer=False,
+        allow_no_answer=False,
         # transformers 4.57 batches PyTorch pipelines only; a TF one ignores this.
         batch_size=answerer.settings.batch_size,
     )

@@ -115,7 +115,7 @@ ROWS: dict[str, Row] = {
             null_odds_dot_json='{"a": ' + DEEP_LIST + "}",
             d_dot_json=SQUAD,
         ),
-        [*EVALUATE, "--version-2", "--report-dir", "{tmp}/eval"],
+        [*EVALUATE, "--allow-no-answer", "--report-dir", "{tmp}/eval"],
         1,
         f"null_odds.json: {LIMIT} (line 1)",
         ("p.json", "null_odds.json"),

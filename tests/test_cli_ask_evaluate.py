@@ -231,3 +231,20 @@ def test_evaluate_output_dir_points_to_report_dir(tmp_path: Path) -> None:
         == f"error: evaluate writes its report to --report-dir: pass --report-dir {out}\n"
     )
     assert not out.exists()
+
+
+def test_evaluate_version_2_is_the_former_name_of_allow_no_answer(tmp_path: Path) -> None:
+    data = tmp_path / "dev.json"
+    record = {"id": "a", "question": QUESTION, "answers": {"text": [], "answer_start": []}}
+    data.write_text(json.dumps([{**record, "context": CONTEXT}]))
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({"a": ""}))
+    scores = []
+    for flag in ("--allow-no-answer", "--version-2"):
+        out = tmp_path / flag.strip("-")
+        args = ["evaluate", "--predictions", str(predictions), "--data", str(data), flag]
+        result = runner.invoke(app, [*args, "--report-dir", str(out)])
+        assert result.exit_code == 0, result.output
+        scores.append(json.loads((out / "metrics.json").read_text()))
+    assert scores[0]["exact_match"] == scores[1]["exact_match"] == 100.0
+    assert scores[0]["version_2"] is scores[1]["version_2"] is True

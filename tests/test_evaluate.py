@@ -141,7 +141,7 @@ def test_evaluate_v2_reports_has_and_no_answer(tiny_model_dir: Path, tmp_path: P
         data=str(data),
         dataset=None,
         report_dir=out,
-        version_2=True,
+        allow_no_answer=True,
         max_length=48,
         stride=8,
     )
@@ -216,7 +216,7 @@ def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> Non
     )
     model = PeakModel(tokenizer.convert_tokens_to_ids("zebra"))
     result = evaluate_loaded(
-        model, tokenizer, examples, features, InferenceConfig(batch_size=3), version_2=False
+        model, tokenizer, examples, features, InferenceConfig(batch_size=3), allow_no_answer=False
     )
     assert (result["exact_match"], result["f1"], result["total"]) == (100.0, 100.0, 2)
     assert result["predictions"].answers == {"a": "zebra", "b": "zebra"}
@@ -279,7 +279,7 @@ def test_evaluate_predictions_v2_scores_empty_answers(tmp_path: Path) -> None:
         json.dumps({"q1": "Denver Broncos", "q2": "", "q3": "1931", "q4": "London", "q5": ""})
     )
     metrics = evaluate_predictions(
-        predictions, str(data), None, report_dir=tmp_path / "out", version_2=True
+        predictions, str(data), None, report_dir=tmp_path / "out", allow_no_answer=True
     )
     assert metrics["exact_match"] == pytest.approx(80.0)
     assert (metrics["HasAns_exact"], metrics["NoAns_exact"]) == (75.0, 100.0)

@@ -353,7 +353,7 @@ def test_predictions_with_model_options_is_an_error(
         ("truncation_side", "up", '\'truncation_side\' must be "left" or "right", not "up"'),
         ("input_names", "input_ids", "'input_names' must be a list of input names, not"),
         ("cls_token_id", -1, "'cls_token_id' must be a token id (>= 0), not -1"),
-        ("null_score_diff_threshold", "0", "'null_score_diff_threshold' must be a number, not"),
+        ("no_answer_threshold", "0", "'no_answer_threshold' must be a number, not"),
     ],
     ids=[
         "stride",
@@ -363,7 +363,7 @@ def test_predictions_with_model_options_is_an_error(
         "truncation_side",
         "input_names",
         "cls_token_id",
-        "null_threshold",
+        "no_answer_threshold",
     ],
 )
 def test_wrong_type_in_qa_config_is_one_line(
@@ -380,3 +380,13 @@ def test_wrong_type_in_qa_config_is_one_line(
 
     line = one_error_line(["ask", "Who?", "--context", "Alma.", "--model", str(model_copy)])
     assert line == f"error: {caught.value}"
+
+
+def test_qa_config_of_an_earlier_release_names_the_threshold_as_before(tmp_path: Path) -> None:
+    from qa_finetune.modeling.for_answering import inference_settings
+    from qa_finetune.modeling.onnx_backend import qa_config
+
+    (tmp_path / "qa_config.json").write_text(json.dumps({"null_score_diff_threshold": 2.5}))
+    exported = qa_config(tmp_path)
+    assert exported == {"no_answer_threshold": 2.5}
+    assert inference_settings(None, exported).no_answer_threshold == 2.5

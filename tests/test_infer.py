@@ -196,12 +196,12 @@ def test_top_k_is_ranked_and_top_1_is_its_head(answerer: QuestionAnswerer) -> No
 
 def test_no_answer_when_the_null_score_wins(tokenizer: Any) -> None:
     qa = peak_answerer(tokenizer, tokenizer.cls_token)
-    [best] = qa.answer(QUESTION, SHORT_CONTEXT, handle_impossible_answer=True)
+    [best] = qa.answer(QUESTION, SHORT_CONTEXT, allow_no_answer=True)
     assert best == {"answer": "", "score": pytest.approx(best["score"]), "start": 0, "end": 0}
     assert best["score"] > 0.99
     [forced] = qa.answer(QUESTION, SHORT_CONTEXT)
     assert forced["answer"]  # without the option a span is always returned
-    ranked = qa.answer(QUESTION, SHORT_CONTEXT, top_k=3, handle_impossible_answer=True)
+    ranked = qa.answer(QUESTION, SHORT_CONTEXT, top_k=3, allow_no_answer=True)
     assert ranked[0]["answer"] == "" and all(a["answer"] for a in ranked[1:])
 
 

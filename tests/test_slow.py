@@ -70,7 +70,7 @@ def test_evaluate_scores_a_predictions_file_like_the_official_definition(
         dataset=None,
         split="validation",
         report_dir=tmp_path / "eval",
-        version_2=False,
+        allow_no_answer=False,
     )
     share = len(predictions) / 10570
     assert metrics["exact_match"] == pytest.approx(100 * share, abs=1e-9)

@@ -44,7 +44,7 @@ AllowNoAnswerOption = Annotated[
     typer.Option(
         "--allow-no-answer",
         help="Return '' when the question looks unanswerable (SQuAD v2), by the same rule "
-        "and inference.null_score_diff_threshold as evaluate.",
+        "and inference.no_answer_threshold as evaluate.",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -97,11 +97,11 @@ def ask(
         warn_untrained_head=not allow_untrained_head,
     )
     if batch is not None:
-        settings = {"top_k": top_k, "handle_impossible_answer": allow_no_answer}
+        settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
         _answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
         return
     assert question is not None  # checked above
-    answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
+    answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
 
 

@@ -35,9 +35,15 @@ ReportDirOption = Annotated[
 ]
 # --output-dir names the runs root in prepare, train and ask; here it would be a second meaning.
 OldOutputDirOption = Annotated[Path | None, typer.Option("--output-dir", hidden=True)]
-Version2Option = Annotated[
-    bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
+AllowNoAnswerOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-no-answer",
+        help="SQuAD v2: keep unanswerable questions and score no-answer predictions.",
+    ),
 ]
+# The flag's former name, still accepted.
+OldAllowNoAnswerOption = Annotated[bool, typer.Option("--version-2", hidden=True)]
 MaxSamplesOption = Annotated[int | None, typer.Option(min=1, help="Score the first N questions.")]
 BatchSizeOption = Annotated[
     int | None,
@@ -53,7 +59,7 @@ def evaluate(
     split: SplitOption = "validation",
     predictions: PredictionsOption = None,
     report_dir: ReportDirOption = None,
-    version_2: Version2Option = False,
+    allow_no_answer: AllowNoAnswerOption = False,
     max_samples: MaxSamplesOption = None,
     batch_size: BatchSizeOption = None,
     max_length: MaxLengthOption = None,
@@ -61,12 +67,14 @@ def evaluate(
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
     output_dir: OldOutputDirOption = None,
+    version_2: OldAllowNoAnswerOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     if output_dir is not None:
         raise QAFinetuneError(
             f"evaluate writes its report to --report-dir: pass --report-dir {output_dir}"
         )
+    allow_no_answer = allow_no_answer or version_2
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is None:
@@ -88,7 +96,7 @@ def evaluate(
             dataset=dataset,
             split=split,
             report_dir=report_dir,
-            version_2=version_2,
+            allow_no_answer=allow_no_answer,
         )
         return
     evaluate_model(
@@ -97,7 +105,7 @@ def evaluate(
         dataset=dataset,
         split=split,
         report_dir=report_dir,
-        version_2=version_2,
+        allow_no_answer=allow_no_answer,
         max_samples=max_samples,
         batch_size=batch_size,
         max_length=max_length,

@@ -129,9 +129,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
     for name, records in raw.items():
         reports[name] = SplitReport()
         files[name] = work_dir / f"{name}-examples.arrow"
-        write_examples(
-            iter_validated(records, config.version_2_with_negative, reports[name]), files[name]
-        )
+        write_examples(iter_validated(records, config.allow_no_answer, reports[name]), files[name])
 
     if "train" in files and "validation" not in files and config.validation_fraction > 0:
         held_in, held_out = work_dir / "train-held-in.arrow", work_dir / "validation-held-out.arrow"

@@ -51,13 +51,13 @@ def load_examples(
     data: str | None,
     dataset: str | None,
     split: str = "validation",
-    version_2: bool = False,
+    allow_no_answer: bool = False,
     max_samples: int | None = None,
 ) -> EvalExamples:
     """Read and validate a local file or a Hub split; every gold answer is kept."""
     if (data is None) == (dataset is None):
         raise EvaluationError("pass the evaluation data once: --data FILE or --dataset NAME")
-    config = DataConfig(dataset=dataset, version_2_with_negative=version_2)
+    config = DataConfig(dataset=dataset, allow_no_answer=allow_no_answer)
     if data is not None:
         check_file(Path(data), "evaluation file", "--data", EvaluationError)
         records = read_records(Path(data), config)
@@ -68,13 +68,13 @@ def load_examples(
         records = load_hub_split(config, split)
         source = f"{dataset}:{split}"
     report = SplitReport()
-    kept = validate_records(records, version_2, report)
+    kept = validate_records(records, allow_no_answer, report)
     if max_samples is not None:
         kept = kept[:max_samples]
     if not kept:
         raise DataError(
             f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
-            "check the file, or pass --version-2 for data without answers"
+            "check the file, or pass --allow-no-answer for data without answers"
         )
     return EvalExamples(kept, source, report)
 
@@ -110,7 +110,7 @@ def evaluate_model(
     dataset: str | None,
     split: str = "validation",
     report_dir: Path | None = None,
-    version_2: bool = False,
+    allow_no_answer: bool = False,
     max_samples: int | None = None,
     batch_size: int | None = None,
     max_length: int | None = None,
@@ -130,7 +130,7 @@ def evaluate_model(
         check_report_dir(report_dir)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
-    examples = load_examples(data, dataset, split, version_2, max_samples)
+    examples = load_examples(data, dataset, split, allow_no_answer, max_samples)
     # The loader `ask` uses: same model resolution, same settings from the run.
     loaded = load_for_answering(
         reference,
@@ -142,17 +142,17 @@ def evaluate_model(
     )
     run_dir = run_dir_of(loaded.model_dir)
     started = time.perf_counter()
-    result, windows = _predict_and_score(loaded, examples.records, version_2)
+    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     report_dir = report_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
     check_report_dir(report_dir)
-    write_predictions(report_dir, predictions, version_2)
+    write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
         **result,
         "data": examples.source,
         "model": reference,
-        "version_2": version_2,
+        "version_2": allow_no_answer,
         "features": windows,
         "backend": loaded.backend,
         "max_length": loaded.spec.max_length,
@@ -162,11 +162,11 @@ def evaluate_model(
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
-    return finish(metrics, examples, predictions.answers, report_dir, version_2)
+    return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 
 
 def _predict_and_score(
-    loaded: Any, records: list[dict[str, Any]], version_2: bool
+    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool
 ) -> tuple[dict[str, Any], int]:
     """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
     from qa_finetune.core.data import to_dataset
@@ -175,7 +175,7 @@ def _predict_and_score(
     # A question too long for the windows fails here, named by its id (the windows' rule).
     features = evaluation_features(example_set, loaded.tokenizer, loaded.spec)
     result = evaluate_loaded(
-        loaded.model, loaded.tokenizer, example_set, features, loaded.settings, version_2
+        loaded.model, loaded.tokenizer, example_set, features, loaded.settings, allow_no_answer
     )
     return result, len(features)
 
@@ -213,7 +213,7 @@ def evaluate_predictions(
     dataset: str | None,
     split: str = "validation",
     report_dir: Path | None = None,
-    version_2: bool = False,
+    allow_no_answer: bool = False,
 ) -> dict[str, Any]:
     """Score an official predictions file; ids without a prediction score 0 (``missing``).
 
@@ -223,7 +223,7 @@ def evaluate_predictions(
     report_dir = report_dir or DEFAULT_OUTPUT
     check_report_dir(report_dir)
     answers = read_predictions(predictions_path)
-    examples = load_examples(data, dataset, split, version_2)
+    examples = load_examples(data, dataset, split, allow_no_answer)
     gold = references(examples.records)
     matched = sum(1 for key in answers if key in gold)
     if answers and not matched:
@@ -233,17 +233,17 @@ def evaluate_predictions(
         )
     null_diff = None
     odds_path = predictions_path.with_name("null_odds.json")
-    if version_2 and odds_path.is_file():
+    if allow_no_answer and odds_path.is_file():
         text = read_text(odds_path, "null odds file", error=EvaluationError)
         odds = _json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
         null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
     metrics = {
-        **score(answers, gold, version_2, null_diff),
+        **score(answers, gold, allow_no_answer, null_diff),
         "data": examples.source,
         "model": None,
         "predictions_file": str(predictions_path),
         "unknown_ids": len(answers) - matched,
-        "version_2": version_2,
+        "version_2": allow_no_answer,
     }
     if metrics["unknown_ids"]:
         unknown = ", ".join(repr(k) for k in [k for k in answers if k not in gold][:3])
@@ -251,4 +251,4 @@ def evaluate_predictions(
             f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
             f"{examples.source} and were ignored (first: {unknown})"
         )
-    return finish(metrics, examples, answers, report_dir, version_2)
+    return finish(metrics, examples, answers, report_dir, allow_no_answer)

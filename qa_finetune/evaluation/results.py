@@ -15,12 +15,12 @@ from qa_finetune.files import write_json
 _NULL_ODDS_CAP = 1e9
 
 
-def write_predictions(output_dir: Path, predictions: Any, version_2: bool) -> None:
+def write_predictions(output_dir: Path, predictions: Any, allow_no_answer: bool) -> None:
     """The official predictions file, the n-best lists and (v2) the null odds."""
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(output_dir / "predictions.json", predictions.answers)
     write_json(output_dir / "nbest_predictions.json", predictions.nbest)
-    if version_2:
+    if allow_no_answer:
         odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
         write_json(output_dir / "null_odds.json", odds)
 
@@ -70,7 +70,7 @@ def finish(
     examples: Any,
     answers: Mapping[str, str],
     output_dir: Path,
-    version_2: bool,
+    allow_no_answer: bool,
 ) -> dict[str, Any]:
     """Write metrics and the report, print both; returns ``metrics``."""
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,7 @@ def finish(
     metrics["examples_dropped"] = dropped
     metrics["output_dir"] = str(output_dir)
     write_json(output_dir / "metrics.json", metrics)
-    text = write_report(scored_rows(examples.records, answers), output_dir, version_2)
+    text = write_report(scored_rows(examples.records, answers), output_dir, allow_no_answer)
     print(_summary(metrics))
     if dropped:
         reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())

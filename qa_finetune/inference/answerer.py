@@ -54,7 +54,7 @@ class QuestionAnswerer:
 
         ``options`` are those of :func:`modeling.for_answering.load_for_answering`:
         ``max_length``, ``stride``, ``max_answer_length``, ``n_best``, ``batch_size``,
-        ``null_threshold`` (None: the run's own setting), ``backend`` (auto|tf|onnx),
+        ``no_answer_threshold`` (None: the run's own setting), ``backend`` (auto|tf|onnx),
         ``quantized`` and ``warn_untrained_head``.
         """
         loaded = load_for_answering(reference, **options)
@@ -65,21 +65,21 @@ class QuestionAnswerer:
         question: str,
         context: str,
         top_k: int = 1,
-        handle_impossible_answer: bool = False,
+        allow_no_answer: bool = False,
     ) -> list[dict[str, Any]]:
         """The ``top_k`` best answers: ``{answer, score, start, end}``, best first.
 
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
-        candidates (and the "no answer" candidate with ``handle_impossible_answer``, returned
+        candidates (and the "no answer" candidate with ``allow_no_answer``, returned
         as ``""`` at 0-0 and ranked first exactly when ``evaluate`` would answer "").
         """
-        return self.answer_batch([(question, context)], top_k, handle_impossible_answer)[0]
+        return self.answer_batch([(question, context)], top_k, allow_no_answer)[0]
 
     def answer_batch(
         self,
         pairs: Iterable[tuple[str, str] | Mapping[str, Any]],
         top_k: int = 1,
-        handle_impossible_answer: bool = False,
+        allow_no_answer: bool = False,
     ) -> list[list[dict[str, Any]]]:
         """Answers for many (question, context) pairs; all their windows share batches."""
         if top_k < 1:
@@ -90,7 +90,7 @@ class QuestionAnswerer:
         contexts = [c for _, c in checked]
         windows = self.windows([q for q, _ in checked], contexts)
         start, end = self.predict_windows(windows.encoding)
-        return self.decode(windows, contexts, start, end, top_k, handle_impossible_answer)
+        return self.decode(windows, contexts, start, end, top_k, allow_no_answer)
 
     def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
         """Step 1: the strided windows of checked (question, context) pairs; a question too
@@ -128,7 +128,7 @@ class QuestionAnswerer:
         start: np.ndarray,
         end: np.ndarray,
         top_k: int = 1,
-        handle_impossible_answer: bool = False,
+        allow_no_answer: bool = False,
     ) -> list[list[dict[str, Any]]]:
         """Step 3: ranked answers per pair from its windows' logits (as ``answer`` returns)."""
         ids = [str(i) for i in range(len(contexts))]
@@ -151,12 +151,10 @@ class QuestionAnswerer:
                 for c in predictions.nbest[example_id]
             ]
             null = None
-            if handle_impossible_answer:
+            if allow_no_answer:
                 rows = windows.sample_map == i
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
-            results.append(
-                rank_answers(candidates, top_k, null, self.settings.null_score_diff_threshold)
-            )
+            results.append(rank_answers(candidates, top_k, null, self.settings.no_answer_threshold))
         return results
 
     def check_questions(

@@ -76,7 +76,7 @@ def answer_batch_file(
     path: Path,
     output: Path | None,
     top_k: int = 1,
-    handle_impossible_answer: bool = False,
+    allow_no_answer: bool = False,
     skip_errors: bool = False,
     parsed: tuple[list[_Line], int] | None = None,
 ) -> tuple[int, int]:
@@ -105,7 +105,7 @@ def answer_batch_file(
         for begin in range(0, len(good), FILE_CHUNK):
             chunk = good[begin : begin + FILE_CHUNK]
             results = answerer.answer_batch(
-                [(line.question, line.context) for line in chunk], top_k, handle_impossible_answer
+                [(line.question, line.context) for line in chunk], top_k, allow_no_answer
             )
             for line, answers in zip(chunk, results, strict=True):
                 record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}

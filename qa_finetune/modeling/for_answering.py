@@ -40,7 +40,7 @@ def load_for_answering(
     max_answer_length: int | None = None,
     n_best: int | None = None,
     batch_size: int | None = None,
-    null_threshold: float | None = None,
+    no_answer_threshold: float | None = None,
     backend: str = "auto",
     quantized: bool = False,
     warn_untrained_head: bool = True,
@@ -79,7 +79,7 @@ def load_for_answering(
         n_best=n_best,
         max_answer_length=max_answer_length,
         batch_size=batch_size,
-        null_score_diff_threshold=null_threshold,
+        no_answer_threshold=no_answer_threshold,
     )
     if chosen == "onnx":
         model = OnnxPredictor.load(onnx_file(model_dir, quantized))

@@ -113,9 +113,7 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
         "stride": stride,
         "n_best": trained.inference.n_best if trained else 20,
         "max_answer_length": trained.inference.max_answer_length if trained else 30,
-        "null_score_diff_threshold": (
-            trained.inference.null_score_diff_threshold if trained else 0.0
-        ),
+        "no_answer_threshold": (trained.inference.no_answer_threshold if trained else 0.0),
         "question_first": question_first,
         "truncation_side": getattr(tokenizer, "truncation_side", "right"),
         "pair_template": template,

@@ -79,7 +79,7 @@ def validation_scores(
         prepared.validation_examples,
         prepared.validation,
         config.inference,
-        config.data.version_2_with_negative,
+        config.data.allow_no_answer,
     )
     scores.pop("predictions")
     print(
