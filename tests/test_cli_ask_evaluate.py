@@ -248,3 +248,16 @@ def test_evaluate_version_2_is_the_former_name_of_allow_no_answer(tmp_path: Path
         scores.append(json.loads((out / "metrics.json").read_text()))
     assert scores[0]["exact_match"] == scores[1]["exact_match"] == 100.0
     assert scores[0]["version_2"] is scores[1]["version_2"] is True
+
+
+def test_library_logs_reach_the_terminal_as_plain_lines(capsys: object) -> None:
+    import logging
+
+    from qa_finetune.cli.logs import show_library_logs
+
+    show_library_logs()
+    show_library_logs()  # once is enough: no line twice
+    logging.getLogger("qa_finetune.evaluation.results").info("exact match  50.00")
+    logging.getLogger("qa_finetune.inference.batch_files").warning("in.jsonl:2: bad (skipped)")
+    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    assert (out, err) == ("exact match  50.00\n", "in.jsonl:2: bad (skipped)\n")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sample_files import sample_data_path
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import load_data, sample_data_path
+from qa_finetune.core.data import load_data
 from qa_finetune.core.records import DataError
 from qa_finetune.core.validation import SplitReport, validate_records
 

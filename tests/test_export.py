@@ -276,7 +276,7 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     onnx_dir: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """`evaluate --backend auto` on an ONNX export: TF's scores and answers, no TF import."""
-    from qa_finetune.core.data import sample_data_path
+    from sample_files import sample_data_path
 
     data = sample_data_path("validation")
     code = (

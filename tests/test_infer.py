@@ -322,6 +322,9 @@ def test_batch_file_stops_at_a_malformed_line(tokenizer: Any, tmp_path: Path) ->
 def test_batch_file_skips_bad_lines_when_asked(
     tokenizer: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
+
+    show_library_logs()  # the skipped lines are logged warnings: stderr, as `ask` shows them
     source = write_lines(tmp_path / "in.jsonl", BATCH_LINES)
     output = tmp_path / "out.jsonl"
     written, failed = answer_batch_file(

@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from qa_finetune.core.data import sample_data_path
+from sample_files import sample_data_path
 
 
 def make_run(tiny_model_dir: Path, root: Path, inference: str) -> Path:

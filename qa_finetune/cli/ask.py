@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from qa_finetune.cli.context_input import read_context
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
@@ -80,6 +81,7 @@ def ask(
     backend: BackendOption = "auto",
 ) -> None:
     """Answer a question from a context of any length."""
+    show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
     _check_combination(question, context, context_file, batch, output)
     text, parsed = "", None

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
@@ -70,6 +71,7 @@ def evaluate(
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
+    show_library_logs()
     if output_dir is not None:
         raise QAFinetuneError(
             f"evaluate writes its report to --report-dir: pass --report-dir {output_dir}"

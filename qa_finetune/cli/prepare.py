@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     ConfigOption,
     DatasetOption,
@@ -40,7 +41,8 @@ def prepare(
     set_: SetOption = None,
 ) -> None:
     """Load and validate data, build the windowed features and cache them."""
-    from qa_finetune.core.summary import print_prepare_report
+    show_library_logs()
+    from qa_finetune.core.summary import log_prepare_report
     from qa_finetune.training.prepare import prepare as run_prepare
 
     resolved = resolve(
@@ -57,7 +59,7 @@ def prepare(
         train={"output_dir": output_dir},
     )
     prepared = run_prepare(resolved, force=force)
-    print_prepare_report(_printable(prepared.report), prepared.cache_dir, prepared.reused)
+    log_prepare_report(_printable(prepared.report), prepared.cache_dir, prepared.reused)
 
 
 def _printable(report: dict[str, Any]) -> dict[str, Any]:

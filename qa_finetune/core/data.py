@@ -29,8 +29,6 @@ from qa_finetune.core.records import DataError, hub_records
 from qa_finetune.core.validation import SplitReport, iter_validated
 from qa_finetune.files import check_file
 
-SAMPLE_DATA_DIR = Path(__file__).parents[1] / "sample_data"
-
 
 @dataclass
 class LoadedData:
@@ -54,11 +52,6 @@ def check_files_exist(config: DataConfig) -> None:
     ):
         for name in split_paths(files or ""):
             check_file(Path(name), "data file", option, DataError)
-
-
-def sample_data_path(name: str = "train") -> Path:
-    """Path of a bundled sample file: ``train``, ``validation`` or ``unanswerable``."""
-    return SAMPLE_DATA_DIR / f"{name}.json"
 
 
 def to_dataset(records: list[dict[str, Any]]) -> Any:

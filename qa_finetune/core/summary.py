@@ -1,10 +1,13 @@
-"""Human-readable summaries printed by the commands (no TensorFlow)."""
+"""Human-readable summaries the commands show (logged; no TensorFlow)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def format_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> str:
@@ -16,8 +19,8 @@ def format_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> s
     return "\n".join(lines)
 
 
-def print_prepare_report(report: dict[str, Any], cache_dir: Path, reused: bool) -> None:
-    """Print the prepare summary table."""
+def log_prepare_report(report: dict[str, Any], cache_dir: Path, reused: bool) -> None:
+    """Log the prepare summary table (INFO: the CLI shows it on stdout)."""
     train, validation = report["train"], report["validation"]
     tokens = train.get("window_tokens", {})
     rows = [
@@ -50,6 +53,6 @@ def print_prepare_report(report: dict[str, Any], cache_dir: Path, reused: bool) 
     for split in ("train", "validation"):
         for sample in report[split].get("samples", []):
             rows.append((f"dropped ({split})", sample))
-    print(format_table(rows, title="Prepared features"))
+    log.info(format_table(rows, title="Prepared features"))
     state = "reused cache" if reused else "written"
-    print(f"\nFeatures {state}: {cache_dir}")
+    log.info(f"\nFeatures {state}: {cache_dir}")

@@ -1,7 +1,7 @@
 """``evaluate``: official SQuAD EM/F1 of a model or of a predictions file, and a report.
 
 A model is scored on every window of every question with the same length-sorted batching as
-``ask``; its answers go through the n-best search of ``postprocess``. Files written to the
+``ask``; its answers go through the n-best search of ``core/spans``. Files written to the
 report folder: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
 ``nbest_predictions.json``, ``null_odds.json`` (v2), ``report.csv``, ``report_groups.csv`` and
 ``f1_by_question_type.png``.
@@ -10,6 +10,7 @@ report folder: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from qa_finetune.files import check_file, read_text
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.nesting import check_json_depth
 from qa_finetune.runs.ownership import check_output_folder
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT = Path("eval")
 RUNS_ROOT = Path("outputs")
@@ -247,7 +250,7 @@ def evaluate_predictions(
     }
     if metrics["unknown_ids"]:
         unknown = ", ".join(repr(k) for k in [k for k in answers if k not in gold][:3])
-        print(
+        log.info(
             f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
             f"{examples.source} and were ignored (first: {unknown})"
         )

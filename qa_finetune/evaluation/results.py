@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Any
 from qa_finetune.core.summary import format_table
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.files import write_json
+
+log = logging.getLogger(__name__)
 
 # The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
 _NULL_ODDS_CAP = 1e9
@@ -72,17 +75,17 @@ def finish(
     output_dir: Path,
     allow_no_answer: bool,
 ) -> dict[str, Any]:
-    """Write metrics and the report, print both; returns ``metrics``."""
+    """Write metrics and the report, log both (INFO); returns ``metrics``."""
     output_dir.mkdir(parents=True, exist_ok=True)
     dropped = examples.report.examples_dropped
     metrics["examples_dropped"] = dropped
     metrics["output_dir"] = str(output_dir)
     write_json(output_dir / "metrics.json", metrics)
     text = write_report(scored_rows(examples.records, answers), output_dir, allow_no_answer)
-    print(_summary(metrics))
+    log.info(_summary(metrics))
     if dropped:
         reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())
-        print(f"\nLeft out {dropped} unusable questions: {reasons}")
-    print("\n" + text)
-    print(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
+        log.info(f"\nLeft out {dropped} unusable questions: {reasons}")
+    log.info("\n" + text)
+    log.info(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
     return metrics

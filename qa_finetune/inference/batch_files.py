@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from typing import IO, Any
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.inference.inputs import checked_text
+
+log = logging.getLogger(__name__)
 
 # Pairs answered per model pass when reading a batch file: bounds memory, keeps batches full.
 FILE_CHUNK = 256
@@ -66,7 +69,7 @@ def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
                 raise InferenceError(
                     f"{path}:{number}: {reason}; fix the line or pass --skip-errors"
                 ) from None
-            print(f"{path}:{number}: {reason} (skipped)", file=sys.stderr)
+            log.warning(f"{path}:{number}: {reason} (skipped)")
             failed += 1
     return lines, failed
 
@@ -95,7 +98,7 @@ def answer_batch_file(
         except InferenceError as exc:
             if not skip_errors:
                 raise InferenceError(f"{exc}; fix the line or pass --skip-errors") from exc
-            print(f"{exc} (skipped)", file=sys.stderr)
+            log.warning(f"{exc} (skipped)")
             failed += 1
             continue
         good.append(line)

@@ -8,7 +8,7 @@ settings the same way: explicit values, else the run's ``config.yaml``, else an 
 from __future__ import annotations
 
 import dataclasses
-import sys
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,8 @@ from qa_finetune.config import Config, InferenceConfig
 from qa_finetune.core.windows import DEFAULT_STRIDE, WindowSpec, default_max_length, make_spec
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.runs.lookup import run_config
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,7 +51,7 @@ def load_for_answering(
 
     ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one, without
     importing TensorFlow; ``quantized`` picks ``model.int8.onnx`` instead. A TensorFlow model
-    whose checkpoint has no QA head (a base encoder) gets a warning on stderr unless
+    whose checkpoint has no QA head (a base encoder) gets a logged warning unless
     ``warn_untrained_head`` is False.
     """
     from qa_finetune.modeling.onnx_backend import (
@@ -88,7 +90,7 @@ def load_for_answering(
 
     warning = untrained_head_warning(model_dir) if warn_untrained_head else None
     if warning:
-        print(warning, file=sys.stderr, flush=True)
+        log.warning(warning)
     return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
 
 

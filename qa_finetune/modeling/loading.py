@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tensorflow as tf
 
-from qa_finetune.errors import QAFinetuneError
-
-log = logging.getLogger(__name__)
-
 # transformers explains at length which head weights are new; qa-finetune reports what matters.
-from transformers.utils import logging as hf_logging  # noqa: E402
+from transformers.utils import logging as hf_logging
+
+from qa_finetune.errors import QAFinetuneError
 
 hf_logging.set_verbosity_error()
 

@@ -68,7 +68,7 @@ def evaluate_loaded(
 
     Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
     breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
-    ``postprocess.Predictions``). Used by ``evaluate`` and by training after each epoch.
+    ``core.spans.Predictions``). Used by ``evaluate`` and by training after each epoch.
     """
     from qa_finetune.core.spans import postprocess_predictions
 

@@ -128,7 +128,7 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
 
 
 def input_names(tokenizer: Any) -> tuple[str, ...]:
-    """The model inputs this tokenizer produces, in ``infer.INPUT_NAMES`` order."""
+    """The model inputs this tokenizer produces, in ``modeling.predict.INPUT_NAMES`` order."""
     from qa_finetune.modeling.predict import INPUT_NAMES
 
     return tuple(n for n in INPUT_NAMES if n in tokenizer.model_input_names)
@@ -284,8 +284,3 @@ def _write_serving(
     model.config.save_pretrained(str(staging))
     tokenizer.save_pretrained(str(staging))
     return files
-
-
-def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool = False) -> Path:
-    """The latest checkpoint as a model folder (``export_run(..., "hf", "latest")``)."""
-    return export_run(run_dir, "hf", "latest", output, overwrite=overwrite)
