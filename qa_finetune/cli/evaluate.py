@@ -72,11 +72,7 @@ def evaluate(
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
-    if output_dir is not None:
-        raise QAFinetuneError(
-            f"evaluate writes its report to --report-dir: pass --report-dir {output_dir}"
-        )
-    allow_no_answer = allow_no_answer or version_2
+    allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is None:
@@ -115,6 +111,16 @@ def evaluate(
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
     )
+
+
+def _former_flags(output_dir: Path | None, version_2: bool) -> bool:
+    """``--version-2`` is ``--allow-no-answer``; ``--output-dir``, the runs root in the other
+    commands, is an error naming ``--report-dir``."""
+    if output_dir is not None:
+        raise QAFinetuneError(
+            f"evaluate writes its report to --report-dir: pass --report-dir {output_dir}"
+        )
+    return version_2
 
 
 def _check_predictions_alone(**model_options: object) -> None:
