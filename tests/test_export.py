@@ -283,7 +283,7 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
         "import sys\n"
         "from qa_finetune.cli.app import app\n"
         f"sys.argv = ['qa-finetune', 'evaluate', '--model', {str(onnx_dir)!r},\n"
-        f"            '--data', {str(data)!r}, '--output-dir', {str(tmp_path / 'onnx')!r},\n"
+        f"            '--data', {str(data)!r}, '--report-dir', {str(tmp_path / 'onnx')!r},\n"
         "            '--max-length', '64', '--stride', '16']\n"
         "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('TF', 'tensorflow' in sys.modules)\n"
