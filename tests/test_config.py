@@ -172,3 +172,20 @@ def test_old_and_new_name_together_is_an_error(tmp_path: Path) -> None:
     path.write_text("data:\n  version_2_with_negative: true\n  allow_no_answer: false\n")
     with pytest.raises(ConfigError, match=r"'data\.version_2_with_negative' and 'data\.allow"):
         resolve_config(path)
+
+
+def test_the_notice_is_one_line_on_stderr_from_the_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+
+    path = tmp_path / "mine.yaml"
+    path.write_text("data:\n  version_2_with_negative: true\n")
+    args = ["prepare", "--config", str(path), "--train-file", str(tmp_path / "none.json")]
+    result = CliRunner().invoke(app, [*args, "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    notice, error = result.stderr.splitlines()
+    assert notice == (
+        f"note: config file {path}: 'data.version_2_with_negative' is now 'data.allow_no_answer'"
+    )
+    assert error.startswith("error: ")
