@@ -224,8 +224,8 @@ def test_bad_input_gets_one_exact_line(name: str, tmp_path: Path) -> None:
 def test_one_line_squad_is_one_document_to_both_readers(tmp_path: Path) -> None:
     # A SQuAD file without line breaks is one document, not JSON Lines.
     from qa_finetune.config import DataConfig
-    from qa_finetune.core.record_stream import stream_records
-    from qa_finetune.core.records import read_records
+    from qa_finetune.data.record_stream import stream_records
+    from qa_finetune.data.records import read_records
 
     path = tmp_path / "d.json"
     path.write_text(_nested("NaN"), encoding="utf-8")

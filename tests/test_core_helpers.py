@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from qa_finetune.core.arrays import Ragged
-from qa_finetune.core.hub_ids import is_hub_id
+from qa_finetune.features.arrays import Ragged
+from qa_finetune.hub_ids import is_hub_id
 
 ROWS = [[5, 6, 7], [], [8], [9, 10]]
 PAIRS = [[(0, 0), None, (3, 5)], [], [None], [(1, 2), (2, 4)]]

@@ -1,4 +1,4 @@
-"""The vectorised n-best span search behind ``core/spans``.
+"""The vectorised n-best span search behind ``decoding/spans``.
 
 For every window: the ``n_best`` highest-scoring context positions as starts times the
 ``n_best`` highest as ends, in blocks of windows; pairs that cannot make their example's
