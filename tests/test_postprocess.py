@@ -436,9 +436,9 @@ def test_block_and_fallback_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None
         ).nbest
 
     expected = run()
-    monkeypatch.setattr(span_search, "_BLOCK", 3)
+    monkeypatch.setattr(span_search, "WINDOWS_PER_BLOCK", 3)
     assert run() == expected
-    monkeypatch.setattr(span_search, "_pack", lambda *keys: None)
+    monkeypatch.setattr(span_search, "pack_keys", lambda *keys: None)
     assert run() == expected
     for i in ids:
         mine = [j for j, f in enumerate(feature_ids) if f == i]

@@ -159,16 +159,21 @@ def test_examples_and_windows_are_written_in_batches_to_the_staging_folder(
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(_squad(2 * WRITE_BATCH + 10)), encoding="utf-8")
     seen: dict[str, Any] = {}
-    original = prepare_module._build
+    load_data, write_atomically = prepare_module.load_data, prepare_module.write_atomically
 
-    def spy(config: Any, loaded: Any, tokenizer: Any, spec: Any, work: Path) -> Any:
+    def loading(*args: Any, work_dir: Path, **kwargs: Any) -> Any:
+        loaded = load_data(*args, work_dir=work_dir, **kwargs)
         seen["examples"] = [f["filename"] for f in loaded.splits["train"].cache_files]
-        train, validation = original(config, loaded, tokenizer, spec, work)
-        seen["windows"] = [f["filename"] for f in train.cache_files]
-        seen["work"] = work
-        return train, validation
+        seen["work"] = work_dir
+        return loaded
 
-    monkeypatch.setattr(prepare_module, "_build", spy)
+    def saving(cache_dir: Path, splits: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # The windows as they reach the saved folders: still backed by their cache file.
+        seen["windows"] = [f["filename"] for f in splits["train"].cache_files]
+        return write_atomically(cache_dir, splits, *args, **kwargs)
+
+    monkeypatch.setattr(prepare_module, "load_data", loading)
+    monkeypatch.setattr(prepare_module, "write_atomically", saving)
     config = _config(minilm_dir, path, tmp_path / "out", validation_fraction=0.0)
     prepared = prepare_module.prepare(config)
     work = seen["work"]
