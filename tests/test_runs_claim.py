@@ -91,7 +91,7 @@ def test_stale_partial_checkpoints_are_removed(tmp_path: Path) -> None:
 
 
 def _config(model_dir: Path, output_dir: Path, train_file: str) -> Any:
-    from test_train import tiny_config
+    from test_training import tiny_config
 
     config = tiny_config(model_dir, output_dir)
     import dataclasses

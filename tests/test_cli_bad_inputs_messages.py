@@ -18,7 +18,7 @@ from typing import Any
 import huggingface_hub
 import pytest
 import requests
-from test_hub import REPO_ID, TOKEN, make_run_dir
+from test_publish_hub import REPO_ID, TOKEN, make_run_dir
 from typer.testing import CliRunner
 
 from qa_finetune.cli import ask as ask_command

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import RECORD, SQUAD, both, files, run_dir
+from test_cli_bad_inputs import RECORD, SQUAD, both, files, run_dir
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
