@@ -40,7 +40,7 @@ MAX_LENGTH, STRIDE = 384, 128
 
 
 def build_features(path: Path, limit: int, tokenizer: Any) -> Any:
-    from qa_finetune.core.data import to_dataset
+    from qa_finetune.data.loading import to_dataset
     from qa_finetune.evaluation.evaluate import evaluation_features, load_examples
 
     examples = to_dataset(load_examples(str(path), None, max_samples=limit).records)

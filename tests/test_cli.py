@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 from qa_finetune.config import Config
-from qa_finetune.core.data import sample_data_path
+from qa_finetune.data.loading import sample_data_path
 
 runner = CliRunner()
 

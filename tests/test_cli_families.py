@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
-from qa_finetune.core.data import sample_data_path
+from qa_finetune.data.loading import sample_data_path
 
 runner = CliRunner()
 
@@ -61,7 +61,7 @@ def _one_line_error(args: list[str]) -> str:
     "family",
     [
         # XLNet in the fast suite: left padding and CLS last are furthest from BERT. RoBERTa
-        # also runs the original recipe (tests/test_recipe.py, slow).
+        # also runs the original recipe (tests/test_training_recipe.py, slow).
         "xlnet",
         pytest.param("roberta", marks=pytest.mark.slow),
         pytest.param("distilbert", marks=pytest.mark.slow),

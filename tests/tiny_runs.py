@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config
-from qa_finetune.core.data import sample_data_path
+from qa_finetune.data.loading import sample_data_path
 
 
 def tiny_run_config(

@@ -40,7 +40,7 @@ def prepare(
     set_: SetOption = None,
 ) -> None:
     """Load and validate data, build the windowed features and cache them."""
-    from qa_finetune.core.summary import print_prepare_report
+    from qa_finetune.cli.prepare_summary import print_prepare_report
     from qa_finetune.training.prepare import prepare as run_prepare
 
     resolved = resolve(

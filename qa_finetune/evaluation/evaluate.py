@@ -17,9 +17,9 @@ from typing import Any
 
 from qa_finetune.config import DataConfig
 from qa_finetune.core.nesting import check_json_depth
-from qa_finetune.core.records import DataError, read_records
 from qa_finetune.core.textio import check_file, read_text
-from qa_finetune.core.validation import SplitReport, validate_records
+from qa_finetune.data.records import DataError, read_records
+from qa_finetune.data.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.results import finish, write_predictions
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
@@ -63,7 +63,7 @@ def load_examples(
         records = read_records(Path(data), config)
         source = data
     else:
-        from qa_finetune.core.data import load_hub_split
+        from qa_finetune.data.loading import load_hub_split
 
         records = load_hub_split(config, split)
         source = f"{dataset}:{split}"
@@ -87,7 +87,7 @@ def check_output_dir(output_dir: Path) -> None:
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
-    from qa_finetune.core.labels import prepare_eval_features
+    from qa_finetune.features.labels import prepare_eval_features
 
     return examples.map(
         prepare_eval_features,
@@ -169,7 +169,7 @@ def _predict_and_score(
     loaded: Any, records: list[dict[str, Any]], version_2: bool
 ) -> tuple[dict[str, Any], int]:
     """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
-    from qa_finetune.core.data import to_dataset
+    from qa_finetune.data.loading import to_dataset
 
     example_set = to_dataset(records)
     # A question too long for the windows fails here, named by its id (the windows' rule).

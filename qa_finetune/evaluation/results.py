@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.core.summary import format_table
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.runs.directory import write_json
+from qa_finetune.tables import format_table
 
 # The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
 _NULL_ODDS_CAP = 1e9

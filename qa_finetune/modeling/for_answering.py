@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, InferenceConfig
-from qa_finetune.core.windows import WindowSpec, model_max_length, window_spec
 from qa_finetune.errors import InferenceError, QAFinetuneError
+from qa_finetune.features.windows import WindowSpec, model_max_length, window_spec
 from qa_finetune.runs.lookup import run_config
 
 DEFAULT_MAX_LENGTH = 384

@@ -1,19 +1,11 @@
-"""Human-readable summaries printed by the commands (no TensorFlow)."""
+"""The summary ``prepare`` prints (no TensorFlow)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-
-def format_table(rows: Iterable[tuple[str, Any]], title: str | None = None) -> str:
-    """Two aligned columns: label and value."""
-    rows = [(label, str(value)) for label, value in rows]
-    width = max((len(label) for label, _ in rows), default=0)
-    lines = [title, "-" * len(title)] if title else []
-    lines += [f"  {label.ljust(width)}  {value}" for label, value in rows]
-    return "\n".join(lines)
+from qa_finetune.tables import format_table
 
 
 def print_prepare_report(report: dict[str, Any], cache_dir: Path, reused: bool) -> None:

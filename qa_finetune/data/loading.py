@@ -2,8 +2,8 @@
 
 Every source becomes a ``datasets.DatasetDict`` with the same columns:
 ``id, title, context, question, answers{text: list[str], answer_start: list[int]}``.
-Reading the formats is ``core/records``; keeping, repairing and counting examples is
-``core/validation``; this module joins them into train and validation splits.
+Reading the formats is ``data/records``; keeping, repairing and counting examples is
+``data/validation``; this module joins them into train and validation splits.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.example_files import (
+from qa_finetune.core.textio import check_file
+from qa_finetune.data.example_files import (
     example_features,
     open_examples,
     split_by_context,
     write_examples,
 )
-from qa_finetune.core.record_stream import stream_records
-from qa_finetune.core.records import DataError, hub_records
-from qa_finetune.core.textio import check_file
-from qa_finetune.core.validation import SplitReport, iter_validated
+from qa_finetune.data.record_stream import stream_records
+from qa_finetune.data.records import DataError, hub_records
+from qa_finetune.data.validation import SplitReport, iter_validated
 
 SAMPLE_DATA_DIR = Path(__file__).parents[1] / "sample_data"
 

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from qa_finetune.core.labels import prepare_eval_features
-from qa_finetune.core.windows import make_windows
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.features.labels import prepare_eval_features
+from qa_finetune.features.windows import make_windows
 from qa_finetune.inference.answerer import QuestionAnswerer, get_answer, make_spec
 from qa_finetune.inference.batch_files import answer_batch_file
 from qa_finetune.modeling.predict import LOGIT_FILL, predict_features

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qa_finetune.core.data import sample_data_path
+from qa_finetune.data.loading import sample_data_path
 
 
 def make_run(tiny_model_dir: Path, root: Path, inference: str) -> Path:
@@ -77,7 +77,7 @@ def test_ask_and_evaluate_agree_on_every_unanswerable_sample_question(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     from qa_finetune.config import DataConfig
-    from qa_finetune.core.records import read_records
+    from qa_finetune.data.records import read_records
     from qa_finetune.evaluation.evaluate import evaluate_model
     from qa_finetune.inference.answerer import QuestionAnswerer
 

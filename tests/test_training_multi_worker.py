@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_train_options import _free_port, tiny_config
+from test_training_options import _free_port, tiny_config
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ CONTEXT = (
 
 def windows(tokenizer: Any, max_length: int = 64, stride: int = 16) -> dict[str, np.ndarray]:
     """Real question/context windows, padded to one width, as int32 model inputs."""
-    from qa_finetune.core.windows import make_windows
+    from qa_finetune.features.windows import make_windows
     from qa_finetune.inference.answerer import make_spec
 
     spec = make_spec(tokenizer, max_length, stride)
@@ -277,7 +277,7 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     onnx_dir: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """`evaluate --backend auto` on an ONNX export: TF's scores and answers, no TF import."""
-    from qa_finetune.core.data import sample_data_path
+    from qa_finetune.data.loading import sample_data_path
 
     data = sample_data_path("validation")
     code = (
@@ -335,7 +335,7 @@ def test_export_tokenizer_makes_the_same_windows(
     family: str, tokenizer: Any, tmp_path: Path
 ) -> None:
     """The transformers-free tokenizer of an export cuts the windows transformers' does."""
-    from qa_finetune.core.windows import make_windows
+    from qa_finetune.features.windows import make_windows
     from qa_finetune.inference.answerer import make_spec
     from qa_finetune.modeling.export_tokenizer import ExportTokenizer
     from qa_finetune.publish.export import qa_settings

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from qa_finetune.core import span_search
-from qa_finetune.core.spans import (
+from qa_finetune.decoding import span_search
+from qa_finetune.decoding.spans import (
     Span,
     best_spans,
     null_score,
@@ -436,9 +436,9 @@ def test_block_and_fallback_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None
         ).nbest
 
     expected = run()
-    monkeypatch.setattr(span_search, "_BLOCK", 3)
+    monkeypatch.setattr(span_search, "WINDOWS_PER_BLOCK", 3)
     assert run() == expected
-    monkeypatch.setattr(span_search, "_pack", lambda *keys: None)
+    monkeypatch.setattr(span_search, "pack_keys", lambda *keys: None)
     assert run() == expected
     for i in ids:
         mine = [j for j, f in enumerate(feature_ids) if f == i]
@@ -450,7 +450,7 @@ def test_block_and_fallback_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_import_keeps_tensorflow_out() -> None:
     code = (
-        "import sys, qa_finetune.core.spans, qa_finetune.core.metrics; "
+        "import sys, qa_finetune.decoding.spans, qa_finetune.metrics; "
         "bad = [m for m in ('tensorflow', 'transformers', 'torch') if m in sys.modules]; "
         "assert not bad, bad"
     )

@@ -91,7 +91,7 @@ def test_stale_partial_checkpoints_are_removed(tmp_path: Path) -> None:
 
 
 def _config(model_dir: Path, output_dir: Path, train_file: str) -> Any:
-    from test_train import tiny_config
+    from test_training import tiny_config
 
     config = tiny_config(model_dir, output_dir)
     import dataclasses
@@ -113,7 +113,7 @@ def test_overwrite_with_missing_data_keeps_the_old_run(tmp_path: Path) -> None:
 def test_overwrite_failing_after_model_load_keeps_the_old_run(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.core.data import sample_data_path
+    from qa_finetune.data.loading import sample_data_path
     from qa_finetune.training import train as train_module
 
     def boom(*args: Any, **kwargs: Any) -> None:

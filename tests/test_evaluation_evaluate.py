@@ -191,7 +191,7 @@ class PeakModel:
 def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> None:
     from datasets import Dataset
 
-    from qa_finetune.core.labels import prepare_eval_features
+    from qa_finetune.features.labels import prepare_eval_features
     from qa_finetune.inference.answerer import make_spec
     from qa_finetune.modeling.reference import load_tokenizer
 
@@ -226,8 +226,8 @@ def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> Non
 def test_feature_offsets_match_postprocess(tiny_model_dir: Path) -> None:
     from datasets import Dataset
 
-    from qa_finetune.core.labels import prepare_eval_features
-    from qa_finetune.core.spans import offsets_to_array
+    from qa_finetune.decoding.spans import offsets_to_array
+    from qa_finetune.features.labels import prepare_eval_features
     from qa_finetune.inference.answerer import make_spec
     from qa_finetune.modeling.reference import load_tokenizer
 

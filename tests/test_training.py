@@ -154,7 +154,7 @@ def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path:
         from pathlib import Path
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_train import tiny_config
+        from test_training import tiny_config
         from qa_finetune.training.train import train
         before = load_qa_model(Path({str(tiny_model_dir)!r})).get_weights()
         config = tiny_config(Path({str(tiny_model_dir)!r}), Path({str(tmp_path)!r}),

@@ -4,7 +4,7 @@ Pure NumPy: no TensorFlow, no tokenizer. Offsets are an int array ``[features, l
 character offsets into the context, ``-1`` where a position is not a context token (question,
 special or padding token).
 
-Candidate search (``core/span_search``), for every window: the ``n_best`` highest-scoring
+Candidate search (``decoding/span_search``), for every window: the ``n_best`` highest-scoring
 context positions as starts times the ``n_best`` highest as ends; a pair is kept when
 ``end >= start``, it spans at most ``max_answer_length`` tokens and it covers at least one
 character; zero-width tokens are neither starts nor ends. Its score is
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qa_finetune.core.arrays import Ragged
-from qa_finetune.core.no_answer import abstains
-from qa_finetune.core.span_search import search
+from qa_finetune.decoding.no_answer import abstains
+from qa_finetune.decoding.span_search import search
+from qa_finetune.features.arrays import Ragged
 
 
 @dataclass(frozen=True)

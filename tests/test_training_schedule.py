@@ -70,7 +70,7 @@ def test_max_minutes_must_be_positive_and_not_multi_worker() -> None:
 def test_time_budget_stops_training_with_validation_and_checkpoint(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_train import tiny_config
+    from test_training import tiny_config
 
     import qa_finetune.training.train as training
     from qa_finetune.training.train import train

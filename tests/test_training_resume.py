@@ -15,7 +15,7 @@ import pytest
 from tiny_runs import tiny_run_config
 
 from qa_finetune.config import Config
-from qa_finetune.core.data import sample_data_path
+from qa_finetune.data.loading import sample_data_path
 from qa_finetune.errors import QAFinetuneError
 
 

@@ -1,4 +1,4 @@
-"""Small core helpers shared across layers: ragged arrays and Hub ids."""
+"""Ragged arrays: padded from lists, pairs and Arrow columns alike."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from qa_finetune.core.arrays import Ragged
-from qa_finetune.core.hub_ids import is_hub_id
+from qa_finetune.features.arrays import Ragged
 
 ROWS = [[5, 6, 7], [], [8], [9, 10]]
 PAIRS = [[(0, 0), None, (3, 5)], [], [None], [(1, 2), (2, 4)]]
@@ -42,25 +41,3 @@ def test_pairs_and_arrow_columns_give_the_same_arrays() -> None:
     ints = Ragged.from_arrow(pa.array(ROWS), dtype=np.int32)
     assert ints.values.dtype == np.int32
     np.testing.assert_array_equal(ints.padded([1, 2], fill=0), manual([[], [8]], 1, 0))
-
-
-@pytest.mark.parametrize(
-    ("text", "anywhere", "as_push_target"),
-    [
-        ("distilroberta-base", True, False),
-        ("deepset/roberta-base-squad2", True, True),
-        ("user_1/model.v2", True, True),
-        ("user/model_", True, True),
-        ("/abs/path", False, False),
-        ("a/b/c", False, False),
-        ("user/-model", False, False),
-        ("user/model-", False, False),
-        ("user/mo--del", False, False),
-        ("user/mo..del", False, False),
-        ("user/" + "m" * 97, False, False),
-        ("", False, False),
-    ],
-)
-def test_hub_ids(text: str, anywhere: bool, as_push_target: bool) -> None:
-    assert is_hub_id(text) is anywhere
-    assert is_hub_id(text, namespace_required=True) is as_push_target

@@ -2,7 +2,7 @@
 
 The window settings and their checks, the pair encoder and ``make_windows`` with its array
 views (context mask, whitespace-trimmed offsets); answer labels and the ``map`` feature
-functions are in ``core/labels``.
+functions are in ``features/labels``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.core.arrays import Ragged
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.features.arrays import Ragged
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a cap.
 _NO_LIMIT = 1_000_000

@@ -25,7 +25,7 @@ TORCH_PYTHON = os.environ.get(
 
 def _real_windows(tokenizer: Any, shared_data: Path) -> dict[str, np.ndarray]:
     """Windows of real SQuAD dev questions and paragraphs, padded to one width."""
-    from qa_finetune.core.windows import make_windows
+    from qa_finetune.features.windows import make_windows
     from qa_finetune.inference.answerer import make_spec
 
     data = json.loads((shared_data / "squad-v1.1-dev.json").read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""The vectorised n-best span search behind ``core/spans``.
+"""The vectorised n-best span search behind ``decoding/spans``.
 
 For every window: the ``n_best`` highest-scoring context positions as starts times the
 ``n_best`` highest as ends, in blocks of windows; pairs that cannot make their example's
@@ -12,7 +12,7 @@ import numpy as np
 
 # Windows per block of the candidate search: bounds the [block, n_best, n_best] temporaries and
 # lets each block drop the padding columns that all its windows share.
-_BLOCK = 512
+WINDOWS_PER_BLOCK = 512
 
 
 def _masked(logits: np.ndarray, context: np.ndarray) -> np.ndarray:
@@ -148,7 +148,7 @@ def _candidates(
     return row, start_char.ravel()[at_start], end_char.ravel()[at_end], score
 
 
-def _pack(*keys: np.ndarray) -> np.ndarray | None:
+def pack_keys(*keys: np.ndarray) -> np.ndarray | None:
     """One int64 key ordered like the non-negative int keys (first = primary); None on overflow."""
     packed = np.zeros(len(keys[0]), dtype=np.int64)
     capacity = 1
@@ -191,8 +191,8 @@ def _all_candidates(
     by_stop = np.argsort(stop, kind="stable")
     empty = np.zeros(0, dtype=np.int64)
     parts = [(empty, empty, empty, np.zeros(0))]
-    for lo in range(0, len(by_stop), _BLOCK):
-        rows = by_stop[lo : lo + _BLOCK]
+    for lo in range(0, len(by_stop), WINDOWS_PER_BLOCK):
+        rows = by_stop[lo : lo + WINDOWS_PER_BLOCK]
         columns = slice(int(first[rows].min()), int(stop[rows].max()))
         if columns.stop <= columns.start:
             continue
@@ -209,7 +209,7 @@ def _dedupe(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One entry per (group, start, end), with the highest score of its copies, in that
     order."""
-    key = _pack(group, cs, ce)
+    key = pack_keys(group, cs, ce)
     # Too many examples x characters to pack into one key: the slower lexsort.
     order = np.lexsort((ce, cs, group)) if key is None else np.argsort(key)
     group, cs, ce, sc = group[order], cs[order], ce[order], sc[order]
@@ -262,7 +262,7 @@ def _best_first(group: np.ndarray, score: np.ndarray) -> np.ndarray:
     # keys is several times faster than two stable sorts.
     rank = np.empty(len(score), dtype=np.int64)
     rank[by_score] = np.cumsum(np.r_[False, ordered[1:] != ordered[:-1]])
-    key = _pack(group, rank, np.arange(len(score)))
+    key = pack_keys(group, rank, np.arange(len(score)))
     if key is None:
         return np.lexsort((rank, group))
     return np.argsort(key)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.core.windows import Windows, WindowSpec, make_windows
+from qa_finetune.features.windows import Windows, WindowSpec, make_windows
 
 
 def align_answer_span(

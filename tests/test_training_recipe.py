@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
-from qa_finetune.core.data import sample_data_path
+from qa_finetune.data.loading import sample_data_path
 
 RECIPE = Path(__file__).parents[1] / "configs" / "squad-distilroberta.yaml"
 runner = CliRunner()

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qa_finetune.core.labels import (
+from qa_finetune.features.labels import (
     align_answer_span,
     prepare_eval_features,
     prepare_train_features,
 )
-from qa_finetune.core.windows import PreprocessError, window_spec
+from qa_finetune.features.windows import PreprocessError, window_spec
 
 WORDS = [
     "river",
@@ -198,7 +198,7 @@ def test_labels_cover_the_answer_and_windows_cover_the_context(
 
 @pytest.mark.parametrize("left", [False, True])
 def test_windows_equal_the_tokenizers_own_pair_call(tokenizer: Any, left: bool) -> None:
-    from qa_finetune.core.windows import make_windows
+    from qa_finetune.features.windows import make_windows
 
     tok = copy.copy(tokenizer)
     tok.padding_side = "left" if left else "right"

@@ -1,7 +1,7 @@
 """Read question-answering records from local files one at a time, in memory that does not
 grow with the file.
 
-The same records, in the same order, with the same errors as ``core/records.read_records``
+The same records, in the same order, with the same errors as ``data/records.read_records``
 (which reads a file whole): nested SQuAD JSON is parsed incrementally with ``ijson``, JSON
 Lines line by line, CSV and Parquet in chunks. Whenever the incremental parse fails before a
 record came out (a syntax error, NaN, a file that is JSON Lines under a ``.json`` name), the
@@ -20,7 +20,8 @@ from typing import IO, Any
 
 from qa_finetune.config import DataConfig
 from qa_finetune.core.nesting import JsonDepth
-from qa_finetune.core.records import (
+from qa_finetune.core.textio import check_file, read_text
+from qa_finetune.data.records import (
     FLAT_SUFFIXES,
     DataError,
     _rename_columns,
@@ -29,7 +30,6 @@ from qa_finetune.core.records import (
     looks_like_articles,
     read_records,
 )
-from qa_finetune.core.textio import check_file, read_text
 
 # Rows per chunk of CSV and Parquet files; JSON is read in ijson's own buffer.
 CHUNK_ROWS = 10_000

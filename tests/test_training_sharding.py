@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qa_finetune.core.batching import bucketed_order
-from qa_finetune.core.sharding import shard_order
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.training.batching import bucketed_order
+from qa_finetune.training.sharding import shard_order
 
 
 def _steps(shard: np.ndarray, per_worker: int) -> list[np.ndarray]:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from families import FAMILIES
 
-from qa_finetune.core.data import sample_data_path
-from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
-from qa_finetune.core.windows import make_windows, window_spec
+from qa_finetune.data.loading import sample_data_path
+from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
+from qa_finetune.features.windows import make_windows, window_spec
 
 # Leading/trailing spaces, doubled spaces, newlines, tabs, accents, a dash, CJK and emoji.
 ODD_CONTEXTS = [

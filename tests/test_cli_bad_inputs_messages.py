@@ -15,16 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub
 import pytest
 import requests
-from test_hub import REPO_ID, TOKEN, make_run_dir
+from test_publish_hub import REPO_ID, TOKEN, make_run_dir
 from typer.testing import CliRunner
 
 from qa_finetune.cli import ask as ask_command
 from qa_finetune.cli.app import app
 from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import scrub_secrets
-from qa_finetune.publish import hub
+from qa_finetune.inference.answerer import QuestionAnswerer
 
 CONTEXT = "Alma Stroud designed the bridge in 1931."
 OFFSET = "is not a character offset into the context"
@@ -224,8 +225,8 @@ def test_bad_input_gets_one_exact_line(name: str, tmp_path: Path) -> None:
 def test_one_line_squad_is_one_document_to_both_readers(tmp_path: Path) -> None:
     # A SQuAD file without line breaks is one document, not JSON Lines.
     from qa_finetune.config import DataConfig
-    from qa_finetune.core.record_stream import stream_records
-    from qa_finetune.core.records import read_records
+    from qa_finetune.data.record_stream import stream_records
+    from qa_finetune.data.records import read_records
 
     path = tmp_path / "d.json"
     path.write_text(_nested("NaN"), encoding="utf-8")
@@ -249,7 +250,9 @@ class _FakeAnswerer:
 
 @pytest.fixture
 def fake_answerer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ask_command, "_load_answerer", lambda *a, **k: _FakeAnswerer())
+    # The model is found and loaded through the public names the command calls.
+    monkeypatch.setattr(ask_command, "model_on_backend", lambda *a, **k: "model")
+    monkeypatch.setattr(QuestionAnswerer, "load", lambda *a, **k: _FakeAnswerer())
 
 
 def test_answer_control_characters_are_shown_not_obeyed(fake_answerer: None) -> None:
@@ -294,7 +297,8 @@ def test_token_with_a_line_break_is_named_before_any_call(
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a malformed token must not reach the Hub")
 
-    monkeypatch.setattr(hub, "_upload", forbidden)
+    # The Hub client is never built: the token is refused before any call.
+    monkeypatch.setattr(huggingface_hub, "HfApi", forbidden)
     run_dir = make_run_dir(tmp_path)
     before = _digests(run_dir, ("model/tf_model.h5", "metrics.json", "config.yaml"))
     broken = f"{TOKEN[:12]}\n{TOKEN[12:]}"
@@ -337,10 +341,16 @@ def _http_error(status: int, text: str) -> requests.HTTPError:
 def test_a_hub_that_echoes_part_of_the_token_gets_it_masked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, line: str
 ) -> None:
-    def echo(*args: Any, **kwargs: Any) -> Any:
-        raise error
+    class EchoingHub:
+        """A Hub client whose first call fails with ``error``."""
 
-    monkeypatch.setattr(hub, "_upload", echo)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def create_repo(self, *args: Any, **kwargs: Any) -> Any:
+            raise error
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", EchoingHub)
     run_dir = make_run_dir(tmp_path)
     result = CliRunner().invoke(app, ["push", str(run_dir), "--repo-id", REPO_ID, "--token", TOKEN])
     assert result.exit_code == 1, result.output

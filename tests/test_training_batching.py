@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qa_finetune.core.batching import bucketed_order, padded_tokens
+from qa_finetune.training.batching import bucketed_order, padded_tokens
 
 
 @given(

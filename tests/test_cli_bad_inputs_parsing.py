@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from test_bad_inputs import RECORD, SQUAD, both, files, run_dir
+from test_cli_bad_inputs import RECORD, SQUAD, both, files, run_dir
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 from qa_finetune.config import ConfigError, resolve_config
 from qa_finetune.core.nesting import JsonDepth, check_json_depth
-from qa_finetune.core.sharding import check_tf_config
+from qa_finetune.training.sharding import check_tf_config
 
 # Deeper than Python's recursion limit: a RecursionError traceback before these fixes.
 DEEP = 3000

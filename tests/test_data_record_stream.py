@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from qa_finetune.config import Config, DataConfig
-from qa_finetune.core.data import load_data, sample_data_path, to_dataset
-from qa_finetune.core.example_files import WRITE_BATCH, write_examples
-from qa_finetune.core.record_stream import stream_records
-from qa_finetune.core.records import DataError, read_records
-from qa_finetune.core.validation import SplitReport, iter_validated, validate_records
+from qa_finetune.data.example_files import WRITE_BATCH, write_examples
+from qa_finetune.data.loading import load_data, sample_data_path, to_dataset
+from qa_finetune.data.record_stream import stream_records
+from qa_finetune.data.records import DataError, read_records
+from qa_finetune.data.validation import SplitReport, iter_validated, validate_records
 
 
 def _squad(questions: int, per_paragraph: int = 4) -> dict[str, Any]:
@@ -159,16 +159,21 @@ def test_examples_and_windows_are_written_in_batches_to_the_staging_folder(
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(_squad(2 * WRITE_BATCH + 10)), encoding="utf-8")
     seen: dict[str, Any] = {}
-    original = prepare_module._build
+    load_data, write_atomically = prepare_module.load_data, prepare_module.write_atomically
 
-    def spy(config: Any, loaded: Any, tokenizer: Any, spec: Any, work: Path) -> Any:
+    def loading(*args: Any, work_dir: Path, **kwargs: Any) -> Any:
+        loaded = load_data(*args, work_dir=work_dir, **kwargs)
         seen["examples"] = [f["filename"] for f in loaded.splits["train"].cache_files]
-        train, validation = original(config, loaded, tokenizer, spec, work)
-        seen["windows"] = [f["filename"] for f in train.cache_files]
-        seen["work"] = work
-        return train, validation
+        seen["work"] = work_dir
+        return loaded
 
-    monkeypatch.setattr(prepare_module, "_build", spy)
+    def saving(cache_dir: Path, splits: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        # The windows as they reach the saved folders: still backed by their cache file.
+        seen["windows"] = [f["filename"] for f in splits["train"].cache_files]
+        return write_atomically(cache_dir, splits, *args, **kwargs)
+
+    monkeypatch.setattr(prepare_module, "load_data", loading)
+    monkeypatch.setattr(prepare_module, "write_atomically", saving)
     config = _config(minilm_dir, path, tmp_path / "out", validation_fraction=0.0)
     prepared = prepare_module.prepare(config)
     work = seen["work"]
@@ -199,7 +204,7 @@ def _config(model: Path, train: Path, output: Path, **data: Any) -> Config:
 def _whole_file_features(config: Config) -> dict[str, Any]:
     """The features as prepare built them before streaming: the file read whole, validated
     into a list, split in Python, and windowed in memory."""
-    from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
+    from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
     from qa_finetune.training.prepare import check_model
 
     _, tokenizer, spec = check_model(config)
@@ -261,7 +266,7 @@ def test_load_data_splits_live_in_arrow_files(tmp_path: Path) -> None:
 def test_saving_streamed_writes_what_save_to_disk_writes(tmp_path: Path) -> None:
     from datasets import Dataset, concatenate_datasets
 
-    from qa_finetune.core.dataset_save import save_dataset
+    from qa_finetune.data.dataset_save import save_dataset
 
     parts = []
     for number in range(2):  # two files, batches that 1000-row slices cut across
