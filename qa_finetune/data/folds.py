@@ -81,9 +81,10 @@ def _context_documents(
         zero_copy_only=False
     )
     keep = named[title_codes]
-    pairs = np.unique(np.stack([context_codes[keep], title_codes[keep]], axis=1), axis=0)
+    # Distinct (context, title) links, as one integer each: far faster than unique rows.
+    links = np.unique(context_codes[keep] * len(titles) + title_codes[keep])
     parent = list(range(contexts + len(titles)))  # contexts first, then titles
-    for context, title in pairs.tolist():
+    for context, title in zip(*np.divmod(links, len(titles)), strict=True):
         a, b = _find(parent, context), _find(parent, contexts + title)
         if a != b:
             parent[max(a, b)] = min(a, b)
