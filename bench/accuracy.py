@@ -15,7 +15,7 @@ One TensorFlow QA model and its tokenizer answer the same validated questions th
 - pipeline: ``transformers.pipeline("question-answering", framework="tf")`` with the same
   window length, stride and longest answer, ``allow_no_answer=False``.
 
-All three are scored by ``qa_finetune.core.metrics.squad_v1`` against every gold answer. The
+All three are scored by ``qa_finetune.metrics.squad_v1`` against every gold answer. The
 notebook's decoding runs batched through the same forward as ours (each question's argmax is
 taken over its own tokens only, so padding cannot change it); the first ``--check`` questions
 are also answered one at a time exactly as the notebook does, to show the answers agree. The
@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import machine_line
 from qa_finetune.config import InferenceConfig
-from qa_finetune.core.metrics import squad_v1
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.evaluate import load_examples
 from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.metrics import squad_v1
 from qa_finetune.modeling.scoring import references
 
 T = TypeVar("T")
@@ -96,7 +96,7 @@ def timed(call: Callable[[], T]) -> tuple[float, T]:
 
 def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     """Answers from ``evaluate_loaded``, with the evaluation features built as ``evaluate`` does."""
-    from qa_finetune.core.data import to_dataset
+    from qa_finetune.data.loading import to_dataset
     from qa_finetune.evaluation.evaluate import evaluation_features
     from qa_finetune.modeling.scoring import evaluate_loaded
 

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
-from qa_finetune.core.metrics import squad_v1  # noqa: E402
 from qa_finetune.inference.answerer import QuestionAnswerer  # noqa: E402
+from qa_finetune.metrics import squad_v1  # noqa: E402
 
 
 def dev_questions(path: Path, count: int) -> list[dict[str, Any]]:

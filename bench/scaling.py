@@ -132,7 +132,7 @@ ASK_CHILD = """
 import json, sys, time, resource
 sys.path.insert(0, {root!r})
 from bench.ask_latency import answerer_windows
-from qa_finetune.core.windows import make_spec
+from qa_finetune.features.windows import make_spec
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir

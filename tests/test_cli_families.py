@@ -61,7 +61,7 @@ def _one_line_error(args: list[str]) -> str:
     "family",
     [
         # XLNet in the fast suite: left padding and CLS last are furthest from BERT. RoBERTa
-        # also runs the original recipe (tests/test_recipe.py, slow).
+        # also runs the original recipe (tests/test_training_recipe.py, slow).
         "xlnet",
         pytest.param("roberta", marks=pytest.mark.slow),
         pytest.param("distilbert", marks=pytest.mark.slow),

@@ -10,9 +10,9 @@ import pytest
 from sample_files import sample_data_path
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.data import load_data
-from qa_finetune.core.records import DataError
-from qa_finetune.core.validation import SplitReport, validate_records
+from qa_finetune.data.loading import load_data
+from qa_finetune.data.records import DataError
+from qa_finetune.data.validation import SplitReport, validate_records
 
 CONTEXT = "The Orrin Library opened in 1907. The Orrin Library holds maps."
 
@@ -241,7 +241,7 @@ def test_dataset_name_loads_through_datasets(tmp_path: Path) -> None:
     # A local dataset folder goes through `datasets.load_dataset`, the code path of a Hub
     # name such as "squad", with the Hub's column layout.
     from qa_finetune.config import DataConfig
-    from qa_finetune.core.data import load_data
+    from qa_finetune.data.loading import load_data
 
     records = [
         {

@@ -1,10 +1,10 @@
 """The package's layers, read from the source: every import points down, and none loops.
 
-From the bottom: errors/config (and the other plain modules beside them) -> core -> runs ->
-modeling -> training | inference | evaluation -> publish | serving -> cli. Modules of one
-layer's different packages never import each other (training, inference and evaluation share
-code through the layers below). Imports inside functions count: a lazy import is still a
-dependency, it only moves the cost.
+From the bottom: errors/config (and the other plain modules beside them) -> data | features
+-> decoding -> runs -> modeling -> training | inference | evaluation -> publish | serving -> cli.
+Modules of one layer's different packages never import each other (training, inference and
+evaluation share code through the layers below). Imports inside functions count: a lazy
+import is still a dependency, it only moves the cost.
 """
 
 from __future__ import annotations
@@ -25,20 +25,26 @@ LAYERS = {
     "nesting": 0,
     "compat": 0,
     "extras": 0,
-    "core": 1,
-    "runs": 2,
-    "modeling": 3,
-    "training": 4,
-    "inference": 4,
-    "evaluation": 4,
-    "publish": 5,
-    "serving": 5,
-    "cli": 6,
+    "metrics": 0,
+    "hub_ids": 0,
+    "tables": 0,
     # The package root holds the version and names the public API lazily (importlib, not an
     # import statement): Python imports it before any of its modules anyway.
     "": 0,
+    # The pure parts: examples in, model inputs out, logits decoded into answers.
+    "data": 1,
+    "features": 1,
+    "decoding": 2,
+    "runs": 3,
+    "modeling": 4,
+    "training": 5,
+    "inference": 5,
+    "evaluation": 5,
+    "publish": 6,
+    "serving": 6,
+    "cli": 7,
     # `python -m qa_finetune` runs the CLI.
-    "__main__": 7,
+    "__main__": 8,
 }
 # Plain modules of the bottom layer may import each other (cycles are checked below).
 BOTTOM = 0
@@ -154,7 +160,9 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert _wrong_way("qa_finetune.runs.directory", "qa_finetune.modeling.saving")
     assert _wrong_way("qa_finetune.training.train", "qa_finetune.inference.answerer")
     assert _wrong_way("qa_finetune.serving.app", "qa_finetune.publish.export")
-    assert _wrong_way("qa_finetune.config_values", "qa_finetune.core.data")
+    assert _wrong_way("qa_finetune.config_values", "qa_finetune.data.loading")
+    assert _wrong_way("qa_finetune.features.windows", "qa_finetune.data.loading")
+    assert not _wrong_way("qa_finetune.decoding.spans", "qa_finetune.features.arrays")
     assert not _wrong_way("qa_finetune.config", "qa_finetune.config_values")
     assert not _wrong_way("qa_finetune.cli.ask", "qa_finetune.inference.answerer")
     assert not _wrong_way("qa_finetune.modeling.for_answering", "qa_finetune.runs.lookup")
@@ -165,7 +173,7 @@ def test_the_checks_catch_what_they_look_for() -> None:
     [
         ("from qa_finetune.files import write_json\n", {"qa_finetune.files"}),
         ("from qa_finetune.runs import lookup\n", {"qa_finetune.runs.lookup"}),
-        ("def f():\n    import qa_finetune.core.spans\n", {"qa_finetune.core.spans"}),
+        ("def f():\n    import qa_finetune.decoding.spans\n", {"qa_finetune.decoding.spans"}),
         ("from ..files import read_text\n", {"qa_finetune.files"}),
     ],
 )

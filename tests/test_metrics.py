@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qa_finetune.core.metrics import (
+from qa_finetune.metrics import (
     exact_match_score,
     f1_score,
     normalize_answer,

@@ -42,7 +42,7 @@ def prepare(
 ) -> None:
     """Load and validate data, build the windowed features and cache them."""
     show_library_logs()
-    from qa_finetune.core.summary import log_prepare_report
+    from qa_finetune.cli.prepare_summary import print_prepare_report
     from qa_finetune.training.prepare import prepare as run_prepare
 
     resolved = resolve(
@@ -59,7 +59,7 @@ def prepare(
         train={"output_dir": output_dir},
     )
     prepared = run_prepare(resolved, force=force)
-    log_prepare_report(_printable(prepared.report), prepared.cache_dir, prepared.reused)
+    print_prepare_report(_printable(prepared.report), prepared.cache_dir, prepared.reused)
 
 
 def _printable(report: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``evaluate``: official SQuAD EM/F1 of a model or of a predictions file, and a report.
 
 A model is scored on every window of every question with the same length-sorted batching as
-``ask``; its answers go through the n-best search of ``core/spans``. Files written to the
+``ask``; its answers go through the n-best search of ``decoding/spans``. Files written to the
 report folder: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
 ``nbest_predictions.json``, ``null_odds.json`` (v2), ``report.csv``, ``report_groups.csv`` and
 ``f1_by_question_type.png``.
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.records import DataError, read_records
-from qa_finetune.core.validation import SplitReport, validate_records
+from qa_finetune.data.records import DataError, read_records
+from qa_finetune.data.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.results import finish, write_predictions
 from qa_finetune.files import check_file, read_text
@@ -66,7 +66,7 @@ def load_examples(
         records = read_records(Path(data), config)
         source = data
     else:
-        from qa_finetune.core.data import load_hub_split
+        from qa_finetune.data.loading import load_hub_split
 
         records = load_hub_split(config, split)
         source = f"{dataset}:{split}"
@@ -90,7 +90,7 @@ def check_report_dir(report_dir: Path) -> None:
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
     """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
-    from qa_finetune.core.labels import prepare_eval_features
+    from qa_finetune.features.labels import prepare_eval_features
 
     return examples.map(
         prepare_eval_features,
@@ -172,7 +172,7 @@ def _predict_and_score(
     loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool
 ) -> tuple[dict[str, Any], int]:
     """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
-    from qa_finetune.core.data import to_dataset
+    from qa_finetune.data.loading import to_dataset
 
     example_set = to_dataset(records)
     # A question too long for the windows fails here, named by its id (the windows' rule).

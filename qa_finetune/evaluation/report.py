@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.core.metrics import exact_match_score, f1_score, question_type, squad_v2
+from qa_finetune.metrics import exact_match_score, f1_score, question_type, squad_v2
 
 QUESTION_TYPES = ("what", "who", "when", "where", "why", "how", "which", "other")
 ANSWER_BUCKETS = ("1", "2-3", "4-6", "7+", "none")

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.core.summary import format_table
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.files import write_json
+from qa_finetune.tables import format_table
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import InferenceConfig
-from qa_finetune.core.no_answer import rank_answers
-from qa_finetune.core.spans import null_score, postprocess_predictions
-from qa_finetune.core.windows import (
+from qa_finetune.decoding.no_answer import rank_answers
+from qa_finetune.decoding.spans import null_score, postprocess_predictions
+from qa_finetune.errors import InferenceError, QAFinetuneError
+from qa_finetune.features.windows import (
     DEFAULT_STRIDE,
     PreprocessError,
     Windows,
@@ -27,7 +28,6 @@ from qa_finetune.core.windows import (
     make_windows,
     model_max_length,
 )
-from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.inference.inputs import checked_pairs
 from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.predict import predict_features

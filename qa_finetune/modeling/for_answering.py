@@ -15,8 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, InferenceConfig
-from qa_finetune.core.windows import DEFAULT_STRIDE, WindowSpec, default_max_length, make_spec
 from qa_finetune.errors import InferenceError, QAFinetuneError
+from qa_finetune.features.windows import (
+    DEFAULT_STRIDE,
+    WindowSpec,
+    default_max_length,
+    make_spec,
+)
 from qa_finetune.runs.lookup import run_config
 
 log = logging.getLogger(__name__)

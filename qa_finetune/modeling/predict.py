@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.core.arrays import Ragged
 from qa_finetune.errors import InferenceError
+from qa_finetune.features.arrays import Ragged
 
 # Logit written beyond the end of a window: exp(-1e4) is 0, and it stays finite in float16 sums.
 LOGIT_FILL = -1e4

@@ -11,8 +11,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.hub_ids import is_hub_id
 
 # Files a TensorFlow QA model and its tokenizer may need; PyTorch .bin files are skipped.
 _HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.h5", "*.safetensors", "merges.txt"]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import InferenceConfig
-from qa_finetune.core.metrics import squad_v1, squad_v2
+from qa_finetune.metrics import squad_v1, squad_v2
 from qa_finetune.modeling.predict import predict_features
 
 
@@ -36,7 +36,7 @@ def score(
 
 def feature_offsets(features: Any, length: int) -> np.ndarray:
     """``offset_mapping`` of cached features as int64 ``[F, length, 2]``, -1 outside context."""
-    from qa_finetune.core.arrays import Ragged
+    from qa_finetune.features.arrays import Ragged
 
     column = features.with_format("arrow")[:].column("offset_mapping")
     return Ragged.from_arrow(column).padded(width=length, fill=-1)
@@ -68,9 +68,9 @@ def evaluate_loaded(
 
     Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
     breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
-    ``core.spans.Predictions``). Used by ``evaluate`` and by training after each epoch.
+    ``decoding.spans.Predictions``). Used by ``evaluate`` and by training after each epoch.
     """
-    from qa_finetune.core.spans import postprocess_predictions
+    from qa_finetune.decoding.spans import postprocess_predictions
 
     pad = getattr(tokenizer, "pad_token_id", None)
     start, end = predict_features(model, features, inference_config.batch_size, pad_token_id=pad)

@@ -93,7 +93,7 @@ def _best_model_dir(run_dir: Path) -> Path:
 
 def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
     """What a serving stack needs to window and decode like ``qa-finetune ask``."""
-    from qa_finetune.core.windows import DEFAULT_MAX_LENGTH, DEFAULT_STRIDE
+    from qa_finetune.features.windows import DEFAULT_MAX_LENGTH, DEFAULT_STRIDE
     from qa_finetune.runs.lookup import run_config
 
     trained = run_config(model_dir)

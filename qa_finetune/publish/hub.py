@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import yaml
 
-from qa_finetune.core.hub_ids import is_hub_id
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.hub_ids import is_hub_id
 from qa_finetune.publish.hub_access import explain_failure, hub_endpoint, resolve_token
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values

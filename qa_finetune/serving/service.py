@@ -69,7 +69,7 @@ class OverBudget(QAFinetuneError):
 class Windowed:
     """One (question, context) pair cut into windows, not yet queued."""
 
-    windows: Any  # core.windows.Windows
+    windows: Any  # features.windows.Windows
     context: str
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from qa_finetune.core.data import check_files_exist
+from qa_finetune.data.loading import check_files_exist
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.runs import directory as rundir

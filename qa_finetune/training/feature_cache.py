@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, DataConfig
-from qa_finetune.core.data import split_paths
-from qa_finetune.core.dataset_save import save_dataset
-from qa_finetune.core.windows import WindowSpec
+from qa_finetune.data.dataset_save import save_dataset
+from qa_finetune.data.loading import split_paths
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.features.windows import WindowSpec
 from qa_finetune.files import write_json
 from qa_finetune.modeling.reference import tokenizer_fingerprint
 

@@ -13,11 +13,11 @@ import numpy as np
 from qa_finetune import __version__
 from qa_finetune.config import Config
 from qa_finetune.config_values import FEATURES_DIR
-from qa_finetune.core.data import LoadedData, check_files_exist, load_data
-from qa_finetune.core.dataset_save import stream_rows
-from qa_finetune.core.labels import prepare_eval_features, prepare_train_features
-from qa_finetune.core.metrics import normalize_answer
-from qa_finetune.core.windows import WindowSpec, window_spec
+from qa_finetune.data.dataset_save import stream_rows
+from qa_finetune.data.loading import LoadedData, check_files_exist, load_data
+from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
+from qa_finetune.features.windows import WindowSpec, window_spec
+from qa_finetune.metrics import normalize_answer
 from qa_finetune.modeling.reference import (
     check_qa_head,
     load_tokenizer,

@@ -11,11 +11,11 @@ from typing import Any
 import tensorflow as tf
 
 from qa_finetune.config import Config
-from qa_finetune.core.summary import format_table
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
+from qa_finetune.tables import format_table
 from qa_finetune.training.checkpoints import TrainState
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.schedule import Schedule

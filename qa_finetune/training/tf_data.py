@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from qa_finetune.core.batching import bucketed_order
-from qa_finetune.core.sharding import per_worker_batch, shard_order
+from qa_finetune.training.batching import bucketed_order
+from qa_finetune.training.sharding import per_worker_batch, shard_order
 
 LABEL_COLUMNS = ["start_positions", "end_positions"]
 
@@ -49,7 +49,7 @@ def make_dataset(
 
     ``fixed_length`` pads every window to that length instead: the original recipe's loader,
     kept for benchmarks. ``shard=(workers, index)`` keeps that worker's slice of every global
-    batch of ``batch_size`` (see ``core.sharding``), batched per worker, with tf.data's
+    batch of ``batch_size`` (see ``training.sharding``), batched per worker, with tf.data's
     auto-sharding off since the data is already sharded.
     """
     import copy

@@ -20,7 +20,6 @@ import tensorflow as tf
 import tf_keras
 
 from qa_finetune.config import Config
-from qa_finetune.core.sharding import check_tf_config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.runs import directory as rundir
@@ -37,6 +36,7 @@ from qa_finetune.training.schedule import (
     Schedule,
     build_optimizer,
 )
+from qa_finetune.training.sharding import check_tf_config
 from qa_finetune.training.tf_data import make_dataset, pad_multiple
 
 

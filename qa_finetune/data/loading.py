@@ -1,0 +1,154 @@
+"""Load question-answering examples from any supported source and validate them.
+
+Every source becomes a ``datasets.DatasetDict`` with the same columns:
+``id, title, context, question, answers{text: list[str], answer_start: list[int]}``.
+Reading the formats is ``data/records``; keeping, repairing and counting examples is
+``data/validation``; this module joins them into train and validation splits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.config import DataConfig
+from qa_finetune.data.example_files import (
+    example_features,
+    open_examples,
+    split_by_context,
+    write_examples,
+)
+from qa_finetune.data.record_stream import stream_records
+from qa_finetune.data.records import DataError, hub_records
+from qa_finetune.data.validation import SplitReport, iter_validated
+from qa_finetune.files import check_file
+
+
+@dataclass
+class LoadedData:
+    """Validated splits, their reports and a description of where they came from."""
+
+    splits: Any  # datasets.DatasetDict; kept as Any so this module imports datasets lazily
+    reports: dict[str, SplitReport]
+    sources: dict[str, str]
+
+
+def split_paths(files: str) -> list[str]:
+    """Several data files may be given as one comma-separated value."""
+    return [part.strip() for part in files.split(",") if part.strip()]
+
+
+def check_files_exist(config: DataConfig) -> None:
+    """Fail early, before anything reads them, when configured data files are missing."""
+    for option, files in (
+        ("--train-file", config.train_file),
+        ("--validation-file", config.validation_file),
+    ):
+        for name in split_paths(files or ""):
+            check_file(Path(name), "data file", option, DataError)
+
+
+def to_dataset(records: list[dict[str, Any]]) -> Any:
+    """Validated records -> a ``datasets.Dataset`` with the standard columns and types."""
+    from datasets import Dataset
+
+    return Dataset.from_list(records, features=example_features())
+
+
+def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
+    """One split of a Hub dataset as flat records, with a clear error when it cannot load."""
+    from datasets import load_dataset
+
+    try:
+        dataset = load_dataset(config.dataset, config.dataset_config, split=split)
+    except (ConnectionError, OSError) as exc:
+        raise DataError(
+            f"cannot load dataset '{config.dataset}' from the Hugging Face Hub "
+            f"({type(exc).__name__}); "
+            "check the name and the network, or pass local files with --train-file"
+        ) from exc
+    except ValueError as exc:
+        raise DataError(f"dataset '{config.dataset}' has no split '{split}': {exc}") from exc
+    return hub_records(dataset)
+
+
+def _dropped(report: SplitReport) -> str:
+    """What was dropped: the first record named (record or article, and field), and every
+    reason when there are several."""
+    reasons = dict(report.drop_reasons)
+    if not report.samples:
+        return f"dropped: {reasons}"
+    if len(reasons) == 1:
+        return f"dropped {report.samples[0]}"
+    return f"dropped: {reasons}; first: {report.samples[0]}"
+
+
+def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) -> LoadedData:
+    """Load, validate and split the configured data into ``train`` and ``validation``.
+
+    Records stream from the files through validation into Arrow files in ``work_dir`` (a
+    temporary folder removed when the process ends, when not given), a batch at a time:
+    memory does not grow with the number of examples.
+    """
+    if work_dir is None:
+        # Kept until the process ends: the splits may outlive the returned object, and a
+        # Dataset pickled to worker processes reopens its files by name.
+        work_dir = Path(tempfile.mkdtemp(prefix="qa-finetune-examples-"))
+        atexit.register(shutil.rmtree, work_dir, True)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    raw: dict[str, Iterable[dict[str, Any]]] = {}
+    sources: dict[str, str] = {}
+    if config.dataset:
+        for name, split in (("train", config.train_split), ("validation", config.validation_split)):
+            raw[name] = load_hub_split(config, split)
+            sources[name] = f"{config.dataset}:{split}"
+    else:
+        for name, given in (("train", config.train_file), ("validation", config.validation_file)):
+            if given:
+                paths = [Path(f) for f in split_paths(given)]
+                raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
+                sources[name] = given
+        if not raw:
+            raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
+
+    reports: dict[str, SplitReport] = {}
+    files: dict[str, Path] = {}
+    for name, records in raw.items():
+        reports[name] = SplitReport()
+        files[name] = work_dir / f"{name}-examples.arrow"
+        write_examples(iter_validated(records, config.allow_no_answer, reports[name]), files[name])
+
+    if "train" in files and "validation" not in files and config.validation_fraction > 0:
+        held_in, held_out = work_dir / "train-held-in.arrow", work_dir / "validation-held-out.arrow"
+        split_by_context(files["train"], config.validation_fraction, seed, held_in, held_out)
+        files["train"], files["validation"] = held_in, held_out
+        sources["validation"] = f"{sources['train']} (held-out {config.validation_fraction:.0%})"
+
+    splits = {name: open_examples(path) for name, path in files.items()}
+    limits = {"train": config.max_train_samples, "validation": config.max_eval_samples}
+    for name, limit in limits.items():
+        if limit is not None and name in splits and limit < len(splits[name]):
+            splits[name] = splits[name].select(range(limit))
+
+    for name, examples in splits.items():
+        report = reports.get(name) or reports["train"]
+        if config.strict and (report.answers_repaired or report.examples_dropped):
+            raise DataError(
+                f"{sources[name]}: {report.answers_repaired} answers repaired and "
+                f"{report.examples_dropped} examples dropped ({dict(report.drop_reasons)}); "
+                "fix the file or run without --strict"
+            )
+        if not len(examples):
+            raise DataError(
+                f"{sources[name]}: no usable examples ({_dropped(report)}); check the file's fields"
+            )
+
+    from datasets import DatasetDict
+
+    return LoadedData(splits=DatasetDict(splits), reports=reports, sources=sources)

