@@ -310,6 +310,51 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     assert same >= 0.95 * len(tf_answers)
 
 
+@pytest.mark.parametrize("settings", ["older", "missing"])
+def test_onnx_export_with_an_older_or_no_qa_config_answers(
+    settings: str, onnx_dir: Path, tmp_path: Path
+) -> None:
+    """An export whose qa_config.json predates the tokenizer settings (or has none) falls
+    back to transformers' tokenizer and answers as a current export does."""
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    folder = tmp_path / settings
+    shutil.copytree(onnx_dir, folder)
+    if settings == "missing":
+        (folder / "qa_config.json").unlink()
+    else:
+        values = json.loads((folder / "qa_config.json").read_text())
+        for key in ("question_first", "cls_token_id", "pad_token_id", "input_names"):
+            del values[key]
+        (folder / "qa_config.json").write_text(json.dumps(values))
+    current = QuestionAnswerer.load(str(onnx_dir), max_length=64, stride=16)
+    older = QuestionAnswerer.load(str(folder), max_length=64, stride=16)
+    assert older.backend == "onnx"
+    assert older.answer(QUESTION, CONTEXT, top_k=3) == current.answer(QUESTION, CONTEXT, top_k=3)
+
+
+def test_serve_through_onnx_never_imports_tensorflow(onnx_dir: Path) -> None:
+    """A fresh interpreter: the CLI's serve on an ONNX export builds its app (uvicorn is not
+    started) without importing TensorFlow."""
+    from serve_helpers import free_port
+
+    code = (
+        "import sys\n"
+        "import qa_finetune.serving.command as command\n"
+        "built = []\n"
+        "command._run_until_stopped = lambda app, options: built.append(app)\n"
+        "from qa_finetune.cli.app import app\n"
+        f"sys.argv = ['qa-finetune', 'serve', {str(onnx_dir)!r}, '--port', '{free_port()}']\n"
+        "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('built', len(built), 'TF', 'tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "built 1 TF False"
+
+
 def _bpe_tokenizer(folder: Path) -> Any:
     """A byte-level BPE RobertaTokenizerFast trained offline on a few sentences."""
     from tokenizers import ByteLevelBPETokenizer

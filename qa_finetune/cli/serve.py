@@ -51,7 +51,8 @@ def serve(
 
     require_serve_extra()
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
-        import_tensorflow_quietly()
+        if _runs_on_tensorflow(model, backend):
+            import_tensorflow_quietly()
         from qa_finetune.serving.command import serve as run_serve
 
         run_serve(
@@ -69,3 +70,21 @@ def serve(
             read_timeout=read_timeout,
             max_connections=max_connections,
         )
+
+
+def _runs_on_tensorflow(model: str, backend: str) -> bool:
+    """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
+    id is not resolved here (that may download); a local folder or backend that does not
+    resolve is left for ``serve`` to report, after its own checks."""
+    from pathlib import Path
+
+    from qa_finetune.errors import QAFinetuneError
+    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    if not Path(model).expanduser().exists():
+        return True
+    try:
+        return choose_backend(resolve_model_dir(model), backend) == "tf"
+    except QAFinetuneError:
+        return False

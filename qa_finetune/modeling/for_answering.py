@@ -61,20 +61,14 @@ def load_for_answering(
         onnx_file,
         qa_config,
     )
-    from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     model_dir = resolve_model_dir(reference)
     chosen = choose_backend(model_dir, backend, quantized)
     trained = run_config(model_dir)
     # An export's own settings; a run's config.yaml wins over them below.
     exported = qa_config(model_dir)
-    if chosen == "onnx":
-        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
-
-        # Without transformers: its import is most of a cold start.
-        tokenizer = ExportTokenizer.load(model_dir, exported)
-    else:
-        tokenizer = load_tokenizer(model_dir)
+    tokenizer = _tokenizer(model_dir, chosen, exported)
     spec = _window_settings(tokenizer, trained, exported, max_length, stride)
     settings = inference_settings(
         trained,
@@ -93,6 +87,21 @@ def load_for_answering(
     if warning:
         print(warning, file=sys.stderr, flush=True)
     return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
+
+
+def _tokenizer(model_dir: Path, backend: str, exported: Mapping[str, Any]) -> Any:
+    """The ONNX path reads ``tokenizer.json`` without transformers (its import is most of a
+    cold start); an export whose ``qa_config.json`` is missing or predates the settings that
+    needs falls back to transformers' tokenizer, as the TensorFlow path loads it."""
+    from qa_finetune.modeling.reference import load_tokenizer
+
+    if backend == "onnx":
+        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
+
+        light = ExportTokenizer.load(model_dir, exported)
+        if light is not None:
+            return light
+    return load_tokenizer(model_dir)
 
 
 def _window_settings(
