@@ -502,7 +502,21 @@ def test_bad_arguments_are_errors(tiny_model_dir: Path) -> None:
 
 
 def test_missing_extra_names_it() -> None:
-    from qa_finetune.publish.onnx_export import require
+    from qa_finetune.extras import require
 
     with pytest.raises(QAFinetuneError, match=r"pip install 'qa-finetune\[onnx\]'"):
-        require("no_such_module_for_qa_finetune", "--format onnx")
+        require("no_such_module_for_qa_finetune", "onnx", "--format onnx")
+
+
+def test_missing_onnxruntime_names_the_extra_and_the_other_backend(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from qa_finetune.modeling.onnx_backend import OnnxPredictor
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
+    with pytest.raises(QAFinetuneError) as caught:
+        OnnxPredictor.load(tmp_path / "model.onnx")
+    assert str(caught.value) == (
+        "the ONNX backend needs onnxruntime: install the onnx extra with "
+        "pip install 'qa-finetune[onnx]', or pass --backend tf"
+    )

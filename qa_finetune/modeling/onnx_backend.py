@@ -128,13 +128,9 @@ class OnnxPredictor:
     @classmethod
     def load(cls, path: Path, threads: int | None = None) -> OnnxPredictor:
         """Open ``path``; a missing extra or an unreadable file is a one-line error."""
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise QAFinetuneError(
-                "the ONNX backend needs onnxruntime: pip install 'qa-finetune[onnx]', or pass "
-                "--backend tf"
-            ) from exc
+        from qa_finetune.extras import require
+
+        ort = require("onnxruntime", "onnx", "the ONNX backend", fix="pass --backend tf")
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads

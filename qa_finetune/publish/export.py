@@ -183,11 +183,11 @@ def _check_arguments(fmt: str, checkpoint: str, quantize: str | None) -> None:
     if quantize and fmt != "onnx":
         raise QAFinetuneError("--quantize int8 applies to --format onnx only")
     if fmt == "onnx":
-        from qa_finetune.publish.onnx_export import require
+        from qa_finetune.extras import require
 
         # Fail before minutes of loading when the extra is missing.
-        require("tf2onnx", "--format onnx")
-        require("onnxruntime", "--format onnx")
+        require("tf2onnx", "onnx", "--format onnx")
+        require("onnxruntime", "onnx", "--format onnx")
 
 
 def export_run(

@@ -12,25 +12,11 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.extras import require
 
 OPSET = 17
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
-EXTRA_HINT = "install the extra: pip install 'qa-finetune[onnx]'"
-
-
-class MissingExtraError(QAFinetuneError):
-    """An optional dependency group is not installed."""
-
-
-def require(module: str, purpose: str) -> Any:
-    """Import ``module`` or fail with the extra that provides it."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}: {EXTRA_HINT}") from exc
 
 
 def _erfc_handler(ctx: Any, node: Any, name: str, args: Any) -> None:
@@ -59,8 +45,8 @@ def _name_dynamic_axes(model: Any) -> None:
 
 def convert(forward: Any, signature: list[Any], target: Path) -> Path:
     """Convert a ``tf.function`` over named int32 [None, None] inputs to ``target``."""
-    onnx = require("onnx", "--format onnx")
-    tf2onnx = require("tf2onnx", "--format onnx")
+    onnx = require("onnx", "onnx", "--format onnx")
+    tf2onnx = require("tf2onnx", "onnx", "--format onnx")
     try:
         model, _ = tf2onnx.convert.from_function(
             forward,
@@ -83,7 +69,7 @@ def quantize_int8(source: Path, target: Path) -> Path:
     quantised on the fly, per batch)."""
     import logging
 
-    quantization = require("onnxruntime.quantization", "--quantize int8")
+    quantization = require("onnxruntime.quantization", "onnx", "--quantize int8")
     root = logging.getLogger()
     level = root.level
     # It logs a generic "consider pre-processing" warning on the root logger for every model.

@@ -56,17 +56,9 @@ def stop_quietly_on_sigterm() -> Iterator[None]:
 
 def require_serve_extra() -> None:
     """Fail with one line naming the extra when the web stack is not installed."""
-    missing = []
-    for module in ("fastapi", "uvicorn", "prometheus_client"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
-    if missing:
-        raise ServeError(
-            f"serve needs {', '.join(missing)}: install the serve extra with "
-            "pip install 'qa-finetune[serve]'"
-        )
+    from qa_finetune.extras import require_all
+
+    require_all(("fastapi", "uvicorn", "prometheus_client"), "serve", "serve")
 
 
 def model_name(reference: str) -> str:
