@@ -383,7 +383,7 @@ def test_export_tokenizer_makes_the_same_windows(
     from qa_finetune.features.windows import make_windows
     from qa_finetune.inference.answerer import make_spec
     from qa_finetune.modeling.export_tokenizer import ExportTokenizer
-    from qa_finetune.publish.export import qa_settings
+    from qa_finetune.modeling.formats.qa_config import qa_settings
 
     if family == "roberta":
         tokenizer = _bpe_tokenizer(tmp_path / "bpe")
@@ -480,13 +480,13 @@ def test_failed_conversion_leaves_nothing_behind(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("tf2onnx")
-    from qa_finetune.publish import onnx_export
+    from qa_finetune.modeling.formats import onnx as onnx_format
     from qa_finetune.publish.export import export_run
 
     def fail(*args: Any, **kwargs: Any) -> None:
         raise QAFinetuneError("tf2onnx cannot convert this model (boom)")
 
-    monkeypatch.setattr(onnx_export, "convert", fail)
+    monkeypatch.setattr(onnx_format, "convert", fail)
     with pytest.raises(QAFinetuneError, match="cannot convert"):
         export_run(tiny_model_dir, "onnx", output=tmp_path / "onnx")
     assert list(tmp_path.iterdir()) == []
@@ -511,7 +511,7 @@ def test_missing_extra_names_it() -> None:
 def test_missing_onnxruntime_names_the_extra_and_the_other_backend(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from qa_finetune.modeling.onnx_backend import OnnxPredictor
+    from qa_finetune.modeling.formats.onnx import OnnxPredictor
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
     with pytest.raises(QAFinetuneError) as caught:

@@ -8,6 +8,7 @@ import typer
 
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
+from qa_finetune.modeling.formats import BACKENDS, choices
 
 
 @friendly_errors
@@ -17,7 +18,7 @@ def serve(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    backend: Annotated[str, typer.Option(help="Model runtime: auto, tf or onnx.")] = "auto",
+    backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
     max_batch: Annotated[int, typer.Option(help="Most windows in one forward pass.")] = 32,
     max_wait_ms: Annotated[
         float, typer.Option(help="Longest wait for more requests to batch, ms.")
@@ -79,7 +80,7 @@ def _runs_on_tensorflow(model: str, backend: str) -> bool:
     from pathlib import Path
 
     from qa_finetune.errors import QAFinetuneError
-    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.reference import resolve_model_dir
 
     if not Path(model).expanduser().exists():

@@ -7,20 +7,20 @@ settings the same way: explicit values, else the run's ``config.yaml``, else an 
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.config import Config, InferenceConfig
+from qa_finetune.config import Config, InferenceConfig, PreprocessConfig
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import WindowSpec, model_max_length, window_spec
 from qa_finetune.runs.lookup import run_config
 
-DEFAULT_MAX_LENGTH = 384
-DEFAULT_STRIDE = 128
+# The window defaults of a model outside a run (and without an export's qa_config.json).
+DEFAULT_MAX_LENGTH = PreprocessConfig().max_length
+DEFAULT_STRIDE = PreprocessConfig().stride
 
 
 @dataclass
@@ -55,19 +55,15 @@ def load_for_answering(
     whose checkpoint has no QA head (a base encoder) gets a warning on stderr unless
     ``warn_untrained_head`` is False.
     """
-    from qa_finetune.modeling.onnx_backend import (
-        OnnxPredictor,
-        choose_backend,
-        onnx_file,
-        qa_config,
-    )
+    from qa_finetune.modeling.formats import choose_backend, load_predictor
+    from qa_finetune.modeling.formats.qa_config import read_qa_config
     from qa_finetune.modeling.reference import resolve_model_dir
 
     model_dir = resolve_model_dir(reference)
     chosen = choose_backend(model_dir, backend, quantized)
     trained = run_config(model_dir)
     # An export's own settings; a run's config.yaml wins over them below.
-    exported = qa_config(model_dir)
+    exported = read_qa_config(model_dir)
     tokenizer = _tokenizer(model_dir, chosen, exported)
     spec = _window_settings(tokenizer, trained, exported, max_length, stride)
     settings = inference_settings(
@@ -78,9 +74,9 @@ def load_for_answering(
         batch_size=batch_size,
         null_score_diff_threshold=null_threshold,
     )
-    if chosen == "onnx":
-        model = OnnxPredictor.load(onnx_file(model_dir, quantized))
-        return LoadedModel(model_dir, model, tokenizer, spec, settings, "onnx")
+    if chosen != "tf":
+        model = load_predictor(model_dir, chosen, quantized)
+        return LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
     from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
     warning = untrained_head_warning(model_dir) if warn_untrained_head else None
@@ -95,7 +91,7 @@ def _tokenizer(model_dir: Path, backend: str, exported: Mapping[str, Any]) -> An
     needs falls back to transformers' tokenizer, as the TensorFlow path loads it."""
     from qa_finetune.modeling.reference import load_tokenizer
 
-    if backend == "onnx":
+    if backend != "tf":
         from qa_finetune.modeling.export_tokenizer import ExportTokenizer
 
         light = ExportTokenizer.load(model_dir, exported)
@@ -130,13 +126,10 @@ def inference_settings(
 ) -> InferenceConfig:
     """Decoding settings: explicit values (not None) over the run's ``inference`` section,
     else over an export's ``qa_config.json``, else the defaults; checked like a config."""
-    base = dataclasses.asdict(trained.inference) if trained else {}
-    if not trained:
-        known = {f.name for f in dataclasses.fields(InferenceConfig)}
-        base = {k: v for k, v in exported.items() if k in known}
+    base = trained.inference.to_dict() if trained else dict(exported)
     base.update({k: v for k, v in explicit.items() if v is not None})
     try:
-        return InferenceConfig(**base)
+        return InferenceConfig.from_dict(base)
     except QAFinetuneError as exc:
         raise InferenceError(str(exc)) from None
 

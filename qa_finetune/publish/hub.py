@@ -22,6 +22,8 @@ import yaml
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.hub_ids import is_hub_id
+from qa_finetune.modeling.formats import SERVING
+from qa_finetune.modeling.formats.qa_config import QA_CONFIG
 from qa_finetune.publish.hub_access import explain_failure, hub_endpoint, resolve_token
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values
@@ -40,8 +42,6 @@ TOKENIZER_FILES = (
 )
 # The training record that goes under training/ (checkpoints/ and features/ never do).
 TRAINING_FILES = ("config.yaml", "metrics.json", "history.csv", "curves.png")
-# `qa-finetune export RUN --format onnx|savedmodel` folders, uploaded as they are when present.
-EXPORT_DIRS = ("onnx", "savedmodel")
 
 
 @dataclass
@@ -130,12 +130,13 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
         if (run_dir / name).is_file():
             (staging_dir / "training").mkdir(exist_ok=True)
             shutil.copy2(run_dir / name, staging_dir / "training" / name)
-    exports = [name for name in EXPORT_DIRS if (run_dir / name / "qa_config.json").is_file()]
+    # `qa-finetune export RUN --format NAME` serving folders, uploaded as they are when present.
+    exports = [f.name for f in SERVING if (run_dir / f.name / QA_CONFIG).is_file()]
     for name in exports:
         # Complete exports only: qa_config.json is written last, inside the swapped-in folder.
         _copy_files(run_dir / name, staging_dir / name)
     records = ["training/config.yaml", "training/metrics.json", "eval/metrics.json"]
-    for record in records + [f"{name}/qa_config.json" for name in exports]:
+    for record in records + [f"{name}/{QA_CONFIG}" for name in exports]:
         _make_public(staging_dir / record)
     card = build_model_card(run_dir, repo_id)
     # Written last so that it replaces any README.md that came with the model files.
