@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.compat import tokenizer_cache
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.arrays import Ragged
 
@@ -136,7 +137,7 @@ class PairEncoder:
 
 def pair_encoder(tokenizer: Any) -> PairEncoder:
     """Build (once per tokenizer) the encoder that makes windows."""
-    cache = tokenizer.__dict__.setdefault("_qa_finetune_encoder", {})
+    cache = tokenizer_cache(tokenizer)
     if "encoder" not in cache:
         from tokenizers import Tokenizer
 
