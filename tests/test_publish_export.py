@@ -340,9 +340,12 @@ def test_serve_through_onnx_never_imports_tensorflow(onnx_dir: Path) -> None:
 
     code = (
         "import sys\n"
-        "import qa_finetune.serving.command as command\n"
+        "import uvicorn\n"
         "built = []\n"
-        "command._run_until_stopped = lambda app, options: built.append(app)\n"
+        "def run(server):\n"
+        "    built.append(server.config.app)\n"
+        "    server.started = True\n"
+        "uvicorn.Server.run = run  # the app is built; no socket is opened\n"
         "from qa_finetune.cli.app import app\n"
         f"sys.argv = ['qa-finetune', 'serve', {str(onnx_dir)!r}, '--port', '{free_port()}']\n"
         "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"

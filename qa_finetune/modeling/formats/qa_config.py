@@ -24,7 +24,7 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
     """What a serving stack needs to window and decode like ``qa-finetune ask``: the run's
     window and decoding settings (the defaults for a model folder outside a run)."""
     from qa_finetune.config import InferenceConfig, PreprocessConfig
-    from qa_finetune.core.windows import WindowSpec
+    from qa_finetune.features.windows import WindowSpec
     from qa_finetune.runs.lookup import run_config
 
     trained = run_config(model_dir)

@@ -1,11 +1,8 @@
-"""One home per fact: the export-format registry, model families, the qa_config.json
-serialisation, optional extras and the private-API shims."""
+"""The export-format registry, the backend choice and the qa_config.json serialisation."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -64,51 +61,3 @@ def test_qa_config_is_the_window_spec_and_decoding_settings(minilm_dir: Path) ->
     assert {key: values[key] for key in expected} == expected
     assert "batch_size" not in values
     json.dumps(values)  # plain JSON
-
-
-def test_family_facts(tmp_path: Path) -> None:
-    from qa_finetune.modeling import families
-    from qa_finetune.training.memory import encoder_shape
-
-    assert families.suggested() == "BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or XLNet"
-    assert len(families.shape_keys()) == 3  # BERT-like names, DistilBERT's, XLNet's
-    assert set(families.TOKENIZER_ANCHORS) < set(families.TOKENIZER_FILES)
-    for keys in families.shape_keys():
-        (tmp_path / "config.json").write_text(
-            json.dumps(dict(zip(keys, (2, 32, 4, 64), strict=True)))
-        )
-        shape = encoder_shape(tmp_path)
-        assert shape is not None
-        assert (shape.layers, shape.hidden, shape.heads, shape.feed_forward) == (2, 32, 4, 64)
-
-
-def test_missing_extra_is_one_line_naming_every_missing_module(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from qa_finetune.extras import MissingExtraError, require_all
-
-    monkeypatch.setitem(sys.modules, "fastapi", None)
-    monkeypatch.setitem(sys.modules, "uvicorn", None)
-    with pytest.raises(MissingExtraError) as caught:
-        require_all(("fastapi", "uvicorn", "json"), "serve", "serve")
-    assert str(caught.value) == (
-        "serve needs fastapi, uvicorn: install the serve extra with "
-        "pip install 'qa-finetune[serve]'"
-    )
-
-
-def test_registries_import_nothing_heavy() -> None:
-    """The registries are read by --help and by ONNX answering: no TensorFlow, transformers,
-    datasets or optional extra at import time."""
-    code = (
-        "import sys\n"
-        "import qa_finetune.compat, qa_finetune.extras, qa_finetune.modeling.families\n"
-        "import qa_finetune.modeling.formats, qa_finetune.modeling.formats.qa_config\n"
-        "heavy = ('tensorflow', 'transformers', 'datasets', 'onnx', 'onnxruntime', 'tf2onnx')\n"
-        "print([name for name in heavy if name in sys.modules])\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
