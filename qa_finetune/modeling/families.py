@@ -20,10 +20,12 @@ LOADABLE_WEIGHTS = (TF_WEIGHTS, "*.safetensors", "tf_model.h5.index.json")
 # safetensors; PyTorch .bin files are skipped.
 HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.h5", "*.safetensors", "merges.txt"]
 
+# The Rust tokenizer every fast tokenizer saves (offsets need it; ONNX answering reads it alone).
+FAST_TOKENIZER = "tokenizer.json"
 # Tokenizer files of every family (WordPiece vocab.txt, BPE vocab.json + merges.txt,
 # sentencepiece models); a change in any of them rebuilds the features.
 TOKENIZER_FILES = (
-    "tokenizer.json",
+    FAST_TOKENIZER,
     "vocab.txt",
     "vocab.json",
     "merges.txt",
