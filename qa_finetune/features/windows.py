@@ -8,11 +8,12 @@ functions are in ``features/labels``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from qa_finetune.compat import tokenizer_cache
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.arrays import Ragged
 
@@ -31,6 +32,10 @@ class WindowSpec:
     max_length: int
     stride: int
     question_first: bool  # (question, context) when padding on the right, else reversed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec by name, as an export's ``qa_config.json`` holds it."""
+        return asdict(self)
 
     @property
     def context_sequence_id(self) -> int:
@@ -132,7 +137,7 @@ class PairEncoder:
 
 def pair_encoder(tokenizer: Any) -> PairEncoder:
     """Build (once per tokenizer) the encoder that makes windows."""
-    cache = tokenizer.__dict__.setdefault("_qa_finetune_encoder", {})
+    cache = tokenizer_cache(tokenizer)
     if "encoder" not in cache:
         from tokenizers import Tokenizer
 

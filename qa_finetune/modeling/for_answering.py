@@ -7,20 +7,20 @@ settings the same way: explicit values, else the run's ``config.yaml``, else an 
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.config import Config, InferenceConfig
+from qa_finetune.config import Config, InferenceConfig, PreprocessConfig
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import WindowSpec, model_max_length, window_spec
 from qa_finetune.runs.lookup import run_config
 
-DEFAULT_MAX_LENGTH = 384
-DEFAULT_STRIDE = 128
+# The window defaults of a model outside a run (and without an export's qa_config.json).
+DEFAULT_MAX_LENGTH = PreprocessConfig().max_length
+DEFAULT_STRIDE = PreprocessConfig().stride
 
 
 @dataclass
@@ -55,26 +55,16 @@ def load_for_answering(
     whose checkpoint has no QA head (a base encoder) gets a warning on stderr unless
     ``warn_untrained_head`` is False.
     """
-    from qa_finetune.modeling.onnx_backend import (
-        OnnxPredictor,
-        choose_backend,
-        onnx_file,
-        qa_config,
-    )
-    from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+    from qa_finetune.modeling.formats import choose_backend, load_predictor
+    from qa_finetune.modeling.formats.qa_config import read_qa_config
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     model_dir = resolve_model_dir(reference)
     chosen = choose_backend(model_dir, backend, quantized)
     trained = run_config(model_dir)
     # An export's own settings; a run's config.yaml wins over them below.
-    exported = qa_config(model_dir)
-    if chosen == "onnx":
-        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
-
-        # Without transformers: its import is most of a cold start.
-        tokenizer = ExportTokenizer.load(model_dir, exported)
-    else:
-        tokenizer = load_tokenizer(model_dir)
+    exported = read_qa_config(model_dir)
+    tokenizer = _tokenizer(model_dir, chosen, exported)
     spec = _window_settings(tokenizer, trained, exported, max_length, stride)
     settings = inference_settings(
         trained,
@@ -84,15 +74,30 @@ def load_for_answering(
         batch_size=batch_size,
         null_score_diff_threshold=null_threshold,
     )
-    if chosen == "onnx":
-        model = OnnxPredictor.load(onnx_file(model_dir, quantized))
-        return LoadedModel(model_dir, model, tokenizer, spec, settings, "onnx")
+    if chosen != "tf":
+        model = load_predictor(model_dir, chosen, quantized)
+        return LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
     from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
     warning = untrained_head_warning(model_dir) if warn_untrained_head else None
     if warning:
         print(warning, file=sys.stderr, flush=True)
     return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
+
+
+def _tokenizer(model_dir: Path, backend: str, exported: Mapping[str, Any]) -> Any:
+    """The ONNX path reads ``tokenizer.json`` without transformers (its import is most of a
+    cold start); an export whose ``qa_config.json`` is missing or predates the settings that
+    needs falls back to transformers' tokenizer, as the TensorFlow path loads it."""
+    from qa_finetune.modeling.reference import load_tokenizer
+
+    if backend != "tf":
+        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
+
+        light = ExportTokenizer.load(model_dir, exported)
+        if light is not None:
+            return light
+    return load_tokenizer(model_dir)
 
 
 def _window_settings(
@@ -121,13 +126,10 @@ def inference_settings(
 ) -> InferenceConfig:
     """Decoding settings: explicit values (not None) over the run's ``inference`` section,
     else over an export's ``qa_config.json``, else the defaults; checked like a config."""
-    base = dataclasses.asdict(trained.inference) if trained else {}
-    if not trained:
-        known = {f.name for f in dataclasses.fields(InferenceConfig)}
-        base = {k: v for k, v in exported.items() if k in known}
+    base = trained.inference.to_dict() if trained else dict(exported)
     base.update({k: v for k, v in explicit.items() if v is not None})
     try:
-        return InferenceConfig(**base)
+        return InferenceConfig.from_dict(base)
     except QAFinetuneError as exc:
         raise InferenceError(str(exc)) from None
 
