@@ -227,6 +227,17 @@ class InferenceConfig:
         )
         check(self.batch_size >= 1, "inference.batch_size", f"must be >= 1, got {self.batch_size}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The settings by name, as an export's ``qa_config.json`` and ``config.yaml`` hold them."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> InferenceConfig:
+        """Settings read back: keys of other sections are skipped, missing ones take their
+        defaults (a ``qa_config.json`` written before a setting existed still loads)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
 
 @dataclass(frozen=True)
 class Config:

@@ -309,6 +309,54 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     assert same >= 0.95 * len(tf_answers)
 
 
+@pytest.mark.parametrize("settings", ["older", "missing"])
+def test_onnx_export_with_an_older_or_no_qa_config_answers(
+    settings: str, onnx_dir: Path, tmp_path: Path
+) -> None:
+    """An export whose qa_config.json predates the tokenizer settings (or has none) falls
+    back to transformers' tokenizer and answers as a current export does."""
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    folder = tmp_path / settings
+    shutil.copytree(onnx_dir, folder)
+    if settings == "missing":
+        (folder / "qa_config.json").unlink()
+    else:
+        values = json.loads((folder / "qa_config.json").read_text())
+        for key in ("question_first", "cls_token_id", "pad_token_id", "input_names"):
+            del values[key]
+        (folder / "qa_config.json").write_text(json.dumps(values))
+    current = QuestionAnswerer.load(str(onnx_dir), max_length=64, stride=16)
+    older = QuestionAnswerer.load(str(folder), max_length=64, stride=16)
+    assert older.backend == "onnx"
+    assert older.answer(QUESTION, CONTEXT, top_k=3) == current.answer(QUESTION, CONTEXT, top_k=3)
+
+
+def test_serve_through_onnx_never_imports_tensorflow(onnx_dir: Path) -> None:
+    """A fresh interpreter: the CLI's serve on an ONNX export builds its app (uvicorn is not
+    started) without importing TensorFlow."""
+    from serve_helpers import free_port
+
+    code = (
+        "import sys\n"
+        "import uvicorn\n"
+        "built = []\n"
+        "def run(server):\n"
+        "    built.append(server.config.app)\n"
+        "    server.started = True\n"
+        "uvicorn.Server.run = run  # the app is built; no socket is opened\n"
+        "from qa_finetune.cli.app import app\n"
+        f"sys.argv = ['qa-finetune', 'serve', {str(onnx_dir)!r}, '--port', '{free_port()}']\n"
+        "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('built', len(built), 'TF', 'tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "built 1 TF False"
+
+
 def _bpe_tokenizer(folder: Path) -> Any:
     """A byte-level BPE RobertaTokenizerFast trained offline on a few sentences."""
     from tokenizers import ByteLevelBPETokenizer
@@ -336,7 +384,7 @@ def test_export_tokenizer_makes_the_same_windows(
     """The transformers-free tokenizer of an export cuts the windows transformers' does."""
     from qa_finetune.features.windows import make_spec, make_windows
     from qa_finetune.modeling.export_tokenizer import ExportTokenizer
-    from qa_finetune.publish.export import qa_settings
+    from qa_finetune.modeling.formats.qa_config import qa_settings
 
     if family == "roberta":
         tokenizer = _bpe_tokenizer(tmp_path / "bpe")
@@ -433,13 +481,13 @@ def test_failed_conversion_leaves_nothing_behind(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("tf2onnx")
-    from qa_finetune.publish import onnx_export
+    from qa_finetune.modeling.formats import onnx as onnx_format
     from qa_finetune.publish.export import export_run
 
     def fail(*args: Any, **kwargs: Any) -> None:
         raise QAFinetuneError("tf2onnx cannot convert this model (boom)")
 
-    monkeypatch.setattr(onnx_export, "convert", fail)
+    monkeypatch.setattr(onnx_format, "convert", fail)
     with pytest.raises(QAFinetuneError, match="cannot convert"):
         export_run(tiny_model_dir, "onnx", output=tmp_path / "onnx")
     assert list(tmp_path.iterdir()) == []
@@ -455,7 +503,21 @@ def test_bad_arguments_are_errors(tiny_model_dir: Path) -> None:
 
 
 def test_missing_extra_names_it() -> None:
-    from qa_finetune.publish.onnx_export import require
+    from qa_finetune.extras import require
 
     with pytest.raises(QAFinetuneError, match=r"pip install 'qa-finetune\[onnx\]'"):
-        require("no_such_module_for_qa_finetune", "--format onnx")
+        require("no_such_module_for_qa_finetune", "onnx", "--format onnx")
+
+
+def test_missing_onnxruntime_names_the_extra_and_the_other_backend(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from qa_finetune.modeling.formats.onnx import OnnxPredictor
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
+    with pytest.raises(QAFinetuneError) as caught:
+        OnnxPredictor.load(tmp_path / "model.onnx")
+    assert str(caught.value) == (
+        "the ONNX backend needs onnxruntime: install the onnx extra with "
+        "pip install 'qa-finetune[onnx]', or pass --backend tf"
+    )

@@ -369,24 +369,14 @@ def test_predictions_with_model_options_is_an_error(
 def test_wrong_type_in_qa_config_is_one_line(
     key: str, value: object, expected: str, model_copy: Path
 ) -> None:
-    from qa_finetune.modeling.onnx_backend import qa_config
+    from qa_finetune.modeling.formats.qa_config import read_qa_config
 
     path = model_copy / "qa_config.json"
     path.write_text(json.dumps({"format": "onnx", "stride": 16, key: value}))
     with pytest.raises(QAFinetuneError) as caught:
-        qa_config(model_copy)
+        read_qa_config(model_copy)
     assert str(caught.value).startswith(f"{path}: {expected}")
     assert str(caught.value).endswith(": fix it or export the model again")
 
     line = one_error_line(["ask", "Who?", "--context", "Alma.", "--model", str(model_copy)])
     assert line == f"error: {caught.value}"
-
-
-def test_qa_config_of_an_earlier_release_names_the_threshold_as_before(tmp_path: Path) -> None:
-    from qa_finetune.modeling.for_answering import inference_settings
-    from qa_finetune.modeling.onnx_backend import qa_config
-
-    (tmp_path / "qa_config.json").write_text(json.dumps({"null_score_diff_threshold": 2.5}))
-    exported = qa_config(tmp_path)
-    assert exported == {"no_answer_threshold": 2.5}
-    assert inference_settings(None, exported).no_answer_threshold == 2.5

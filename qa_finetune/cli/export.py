@@ -9,6 +9,7 @@ import typer
 
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
+from qa_finetune.modeling.formats import REGISTRY, choices
 
 
 @friendly_errors
@@ -18,7 +19,7 @@ def export(
         str,
         typer.Option(
             "--format",
-            help="hf (model folder + PyTorch safetensors), savedmodel (TF Serving) or onnx.",
+            help=f"{choices([f.help for f in REGISTRY.values()])}.",
         ),
     ] = "hf",
     checkpoint: Annotated[

@@ -16,6 +16,8 @@ import typer
 
 from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import SECRET_PIECE, QAFinetuneError, scrub_secrets
+from qa_finetune.modeling.formats import BACKENDS, choices
+from qa_finetune.modeling.formats.onnx import ONNX_FILE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,7 +56,8 @@ BackendOption = Annotated[
     str,
     typer.Option(
         "--backend",
-        help="auto (ONNX when the model folder has model.onnx, else TensorFlow), tf or onnx.",
+        help=f"auto (ONNX when the model folder has {ONNX_FILE}, else TensorFlow), "
+        f"{choices(BACKENDS[1:])}.",
     ),
 ]
 
@@ -110,7 +113,7 @@ def model_on_backend(model: str | None, backend: str, output_dir: str | None = N
     """The model to use (default: the latest run under ``output_dir``); TensorFlow is imported
     only when the chosen backend is TensorFlow: the ONNX path never pays for that import."""
     from qa_finetune.cli.native_logs import import_tensorflow_quietly
-    from qa_finetune.modeling.onnx_backend import choose_backend
+    from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.runs.lookup import latest_run
 

@@ -8,6 +8,7 @@ import typer
 
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
+from qa_finetune.modeling.formats import BACKENDS, choices
 
 
 @friendly_errors
@@ -17,7 +18,7 @@ def serve(
         "127.0.0.1"
     ),
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    backend: Annotated[str, typer.Option(help="Model runtime: auto, tf or onnx.")] = "auto",
+    backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
     max_batch: Annotated[int, typer.Option(help="Most windows in one forward pass.")] = 32,
     max_wait_ms: Annotated[
         float, typer.Option(help="Longest wait for more requests to batch, ms.")
@@ -51,7 +52,8 @@ def serve(
 
     require_serve_extra()
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
-        import_tensorflow_quietly()
+        if _runs_on_tensorflow(model, backend):
+            import_tensorflow_quietly()
         from qa_finetune.serving.command import serve as run_serve
 
         run_serve(
@@ -69,3 +71,21 @@ def serve(
             read_timeout=read_timeout,
             max_connections=max_connections,
         )
+
+
+def _runs_on_tensorflow(model: str, backend: str) -> bool:
+    """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
+    id is not resolved here (that may download); a local folder or backend that does not
+    resolve is left for ``serve`` to report, after its own checks."""
+    from pathlib import Path
+
+    from qa_finetune.errors import QAFinetuneError
+    from qa_finetune.modeling.formats import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    if not Path(model).expanduser().exists():
+        return True
+    try:
+        return choose_backend(resolve_model_dir(model), backend) == "tf"
+    except QAFinetuneError:
+        return False

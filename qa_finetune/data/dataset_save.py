@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.compat import dataset_info, dataset_state, has_indices_mapping
+
 
 def save_dataset(dataset: Any, target: Path) -> None:
     """``dataset.save_to_disk(target)`` in memory that does not grow with the dataset.
@@ -25,7 +27,7 @@ def save_dataset(dataset: Any, target: Path) -> None:
     in-memory table, an indices mapping, a slice of a file).
     """
     files = [Path(f["filename"]) for f in dataset.cache_files]
-    if not files or dataset._indices is not None:
+    if not files or has_indices_mapping(dataset):
         dataset.save_to_disk(str(target))
         return
     try:
@@ -47,7 +49,7 @@ def stream_rows(dataset: Any, columns: list[str]) -> Iterator[Any]:
     ``load_data`` and ``map`` make); anything else is read through ``datasets`` itself.
     """
     files = [Path(f["filename"]) for f in dataset.cache_files]
-    if not files or dataset._indices is not None:
+    if not files or has_indices_mapping(dataset):
         for table in dataset.select_columns(columns).with_format("arrow").iter(1000):
             yield from table.to_batches()
         return
@@ -129,16 +131,7 @@ def _save_streamed(dataset: Any, files: list[Path], target: Path) -> None:
 
 def _write_state(dataset: Any, target: Path, num_shards: int) -> None:
     """``state.json`` and ``dataset_info.json`` exactly as ``save_to_disk`` writes them."""
-    state = {
-        key: dataset.__dict__[key]
-        for key in (
-            "_fingerprint",
-            "_format_columns",
-            "_format_kwargs",
-            "_format_type",
-            "_output_all_columns",
-        )
-    }
+    state = dataset_state(dataset)
     state["_split"] = str(dataset.split) if dataset.split is not None else dataset.split
     state["_data_files"] = [
         {"filename": f"data-{index:05d}-of-{num_shards:05d}.arrow"} for index in range(num_shards)
@@ -147,6 +140,6 @@ def _write_state(dataset: Any, target: Path, num_shards: int) -> None:
         json.dump(state, handle, indent=2, sort_keys=True)
     from datasets.utils.py_utils import asdict  # datasets' own: leaves out unset fields
 
-    info = asdict(dataset._info)
+    info = asdict(dataset_info(dataset))
     with open(target / "dataset_info.json", "w", encoding="utf-8") as handle:
         json.dump({key: info[key] for key in sorted(info)}, handle, indent=2)

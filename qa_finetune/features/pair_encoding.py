@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from qa_finetune.compat import tokenizer_cache
+
 
 @dataclass(frozen=True)
 class PairEncoder:
@@ -29,7 +31,7 @@ class PairEncoder:
 
 def pair_encoder(tokenizer: Any) -> PairEncoder:
     """Build (once per tokenizer) the encoder that makes windows."""
-    cache = tokenizer.__dict__.setdefault("_qa_finetune_encoder", {})
+    cache = tokenizer_cache(tokenizer)
     if "encoder" not in cache:
         from tokenizers import Tokenizer
 

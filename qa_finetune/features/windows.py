@@ -9,7 +9,7 @@ array views (context mask, whitespace-trimmed offsets); the pair encoder is in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,10 @@ class WindowSpec:
     max_length: int
     stride: int
     question_first: bool  # (question, context) when padding on the right, else reversed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec by name, as an export's ``qa_config.json`` holds it."""
+        return asdict(self)
 
     @property
     def context_sequence_id(self) -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.modeling.families import FAST_TOKENIZER
+
 # qa_config.json keys this tokenizer needs; an older export without them uses transformers.
 REQUIRED = ("question_first", "cls_token_id", "pad_token_id", "input_names", "model_max_length")
 
@@ -39,7 +41,7 @@ class ExportTokenizer:
     @classmethod
     def load(cls, folder: Path, settings: dict[str, Any]) -> ExportTokenizer | None:
         """The folder's tokenizer, or None when it lacks ``tokenizer.json`` or a setting."""
-        path = Path(folder) / "tokenizer.json"
+        path = Path(folder) / FAST_TOKENIZER
         if not path.is_file() or any(key not in settings for key in REQUIRED):
             return None
         from tokenizers import Tokenizer

@@ -7,7 +7,6 @@ settings the same way: explicit values, else the run's ``config.yaml``, else an 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,26 +58,16 @@ def load_for_answering(
     whose checkpoint has no QA head (a base encoder) gets a logged warning unless
     ``warn_untrained_head`` is False.
     """
-    from qa_finetune.modeling.onnx_backend import (
-        OnnxPredictor,
-        choose_backend,
-        onnx_file,
-        qa_config,
-    )
-    from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+    from qa_finetune.modeling.formats import choose_backend, load_predictor
+    from qa_finetune.modeling.formats.qa_config import read_qa_config
+    from qa_finetune.modeling.reference import resolve_model_dir
 
     model_dir = resolve_model_dir(reference)
     chosen = choose_backend(model_dir, backend, quantized)
     trained = run_config(model_dir)
     # An export's own settings; a run's config.yaml wins over them below.
-    exported = qa_config(model_dir)
-    if chosen == "onnx":
-        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
-
-        # Without transformers: its import is most of a cold start.
-        tokenizer = ExportTokenizer.load(model_dir, exported)
-    else:
-        tokenizer = load_tokenizer(model_dir)
+    exported = read_qa_config(model_dir)
+    tokenizer = _tokenizer(model_dir, chosen, exported)
     spec = _window_settings(tokenizer, trained, exported, max_length, stride)
     settings = inference_settings(
         trained,
@@ -88,15 +77,30 @@ def load_for_answering(
         batch_size=batch_size,
         no_answer_threshold=no_answer_threshold,
     )
-    if chosen == "onnx":
-        model = OnnxPredictor.load(onnx_file(model_dir, quantized))
-        return LoadedModel(model_dir, model, tokenizer, spec, settings, "onnx")
+    if chosen != "tf":
+        model = load_predictor(model_dir, chosen, quantized)
+        return LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
     from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
     warning = untrained_head_warning(model_dir) if warn_untrained_head else None
     if warning:
         log.warning(warning)
     return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
+
+
+def _tokenizer(model_dir: Path, backend: str, exported: Mapping[str, Any]) -> Any:
+    """The ONNX path reads ``tokenizer.json`` without transformers (its import is most of a
+    cold start); an export whose ``qa_config.json`` is missing or predates the settings that
+    needs falls back to transformers' tokenizer, as the TensorFlow path loads it."""
+    from qa_finetune.modeling.reference import load_tokenizer
+
+    if backend != "tf":
+        from qa_finetune.modeling.export_tokenizer import ExportTokenizer
+
+        light = ExportTokenizer.load(model_dir, exported)
+        if light is not None:
+            return light
+    return load_tokenizer(model_dir)
 
 
 def _window_settings(
@@ -125,12 +129,9 @@ def inference_settings(
 ) -> InferenceConfig:
     """Decoding settings: explicit values (not None) over the run's ``inference`` section,
     else over an export's ``qa_config.json``, else the defaults; checked like a config."""
-    base = dataclasses.asdict(trained.inference) if trained else {}
-    if not trained:
-        known = {f.name for f in dataclasses.fields(InferenceConfig)}
-        base = {k: v for k, v in exported.items() if k in known}
+    base = trained.inference.to_dict() if trained else dict(exported)
     base.update({k: v for k, v in explicit.items() if v is not None})
     try:
-        return InferenceConfig(**base)
+        return InferenceConfig.from_dict(base)
     except QAFinetuneError as exc:
         raise InferenceError(str(exc)) from None

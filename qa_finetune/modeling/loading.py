@@ -13,7 +13,9 @@ import tensorflow as tf
 # transformers explains at length which head weights are new; qa-finetune reports what matters.
 from transformers.utils import logging as hf_logging
 
+from qa_finetune.compat import set_dtype_policy, tf_qa_head_classes
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.modeling.families import PT_WEIGHTS, QA_HEAD_KEY, TF_WEIGHTS, suggested
 
 hf_logging.set_verbosity_error()
 
@@ -60,7 +62,7 @@ def _from_pytorch_safetensors(model_dir: Path, config: Any) -> Any:
     from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 
     model = TFAutoModelForQuestionAnswering.from_config(config)
-    state_dict = load_file(str(model_dir / "model.safetensors"))
+    state_dict = load_file(str(model_dir / PT_WEIGHTS))
     _, info = load_pytorch_state_dict_in_tf2_model(
         model, state_dict, allow_missing_keys=True, output_loading_info=True
     )
@@ -86,12 +88,8 @@ def _float32_head(model: Any) -> Any:
 
     head = getattr(model, "qa_outputs", None)
     if head is not None and head.compute_dtype != "float32":
-        head._set_dtype_policy(tf_keras.mixed_precision.Policy("float32"))
+        set_dtype_policy(head, tf_keras.mixed_precision.Policy("float32"))
     return model
-
-
-# Weight names of the span-prediction head in every transformers QA architecture used here.
-QA_HEAD_KEY = "qa_outputs"
 
 
 def _weight_names(model_dir: Path) -> list[str] | None:
@@ -105,12 +103,12 @@ def _weight_names(model_dir: Path) -> list[str] | None:
         import json
 
         return list(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}))
-    h5 = model_dir / "tf_model.h5"
+    h5 = model_dir / TF_WEIGHTS
     if h5.is_file():
         with h5py.File(h5, "r") as handle:
             handle.visit(names.append)
         return names
-    safetensors = model_dir / "model.safetensors"
+    safetensors = model_dir / PT_WEIGHTS
     if safetensors.is_file():
         with safe_open(str(safetensors), framework="numpy") as handle:
             return list(handle.keys())
@@ -161,14 +159,14 @@ def _load_qa_model(model_dir: Path) -> Any:
         raise ModelLoadError(
             f"{model_dir}/config.json is unreadable: {exc}".split("\n")[0]
         ) from exc
-    supported = TFAutoModelForQuestionAnswering._model_mapping  # config class -> TF QA class
+    supported = tf_qa_head_classes()  # config class -> TF QA class
     if type(config) not in supported:
         raise ModelLoadError(
             f"model type '{config.model_type}' has no TensorFlow question-answering head; "
-            "use an encoder such as BERT, RoBERTa, DistilBERT, ALBERT or ELECTRA"
+            f"use an encoder such as {suggested()}"
         )
-    tf_weights = model_dir / "tf_model.h5"
-    safetensors = model_dir / "model.safetensors"
+    tf_weights = model_dir / TF_WEIGHTS
+    safetensors = model_dir / PT_WEIGHTS
     try:
         if tf_weights.is_file():
             # transformers prefers model.safetensors when both exist, and its TF loader fails

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.errors import QAFinetuneError
-
-PT_WEIGHTS = "model.safetensors"
+from qa_finetune.modeling.families import PT_WEIGHTS
 
 
 class UnsupportedArchitectureError(QAFinetuneError):

@@ -13,9 +13,7 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.hub_ids import is_hub_id
-
-# Files a TensorFlow QA model and its tokenizer may need; PyTorch .bin files are skipped.
-_HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.h5", "*.safetensors", "merges.txt"]
+from qa_finetune.modeling.families import HUB_PATTERNS, TOKENIZER_FILES, suggested
 
 
 class ModelReferenceError(QAFinetuneError):
@@ -58,7 +56,7 @@ def _download(reference: str, revision: str | None) -> Path:
     )
 
     try:
-        return Path(snapshot_download(reference, revision=revision, allow_patterns=_HUB_PATTERNS))
+        return Path(snapshot_download(reference, revision=revision, allow_patterns=HUB_PATTERNS))
     except RepositoryNotFoundError as exc:
         raise ModelReferenceError(
             f"unknown model '{reference}': no such local directory, installed package or Hub "
@@ -113,7 +111,7 @@ def check_qa_head(model_dir: Path) -> None:
     if config.model_type not in TF_QA_HEADS:
         raise ModelReferenceError(
             f"model type '{config.model_type}' has no TensorFlow question-answering head; "
-            "use an encoder such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or XLNet"
+            f"use an encoder such as {suggested()}"
         )
 
 
@@ -142,18 +140,7 @@ def tokenizer_fingerprint(model_dir: Path) -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    for name in sorted(
-        (
-            "tokenizer.json",
-            "vocab.txt",
-            "vocab.json",
-            "merges.txt",
-            "tokenizer_config.json",
-            "special_tokens_map.json",
-            "spiece.model",
-            "sentencepiece.bpe.model",
-        )
-    ):
+    for name in sorted(TOKENIZER_FILES):
         file = model_dir / name
         if file.is_file():
             digest.update(name.encode())

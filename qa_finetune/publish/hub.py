@@ -22,26 +22,16 @@ import yaml
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.hub_ids import is_hub_id
+from qa_finetune.modeling.families import LOADABLE_WEIGHTS, TOKENIZER_ANCHORS
+from qa_finetune.modeling.formats import SERVING
+from qa_finetune.modeling.formats.qa_config import QA_CONFIG
 from qa_finetune.publish.hub_access import explain_failure, hub_endpoint, resolve_token
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values
 from qa_finetune.runs.ownership import MARKERS, STAGING_MARKER, check_replaceable, write_marker
 
-# Weights that `TFAutoModelForQuestionAnswering.from_pretrained` can load.
-WEIGHT_FILES = ("tf_model.h5", "*.safetensors", "tf_model.h5.index.json")
-# At least one of these must sit next to the weights for the repo to be usable.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-)
 # The training record that goes under training/ (checkpoints/ and features/ never do).
 TRAINING_FILES = ("config.yaml", "metrics.json", "history.csv", "curves.png")
-# `qa-finetune export RUN --format onnx|savedmodel` folders, uploaded as they are when present.
-EXPORT_DIRS = ("onnx", "savedmodel")
 
 
 @dataclass
@@ -63,12 +53,13 @@ def check_run_dir(run_dir: Path) -> Path:
         raise QAFinetuneError(f"run directory {run_dir} does not exist: {hint}")
     if not (model_dir / "config.json").is_file():
         raise QAFinetuneError(f"run directory {run_dir} has no model (model/config.json): {hint}")
-    if not any(p.is_file() for pattern in WEIGHT_FILES for p in model_dir.glob(pattern)):
+    if not any(p.is_file() for pattern in LOADABLE_WEIGHTS for p in model_dir.glob(pattern)):
         raise QAFinetuneError(
             f"run directory {run_dir} has no model weights (model/tf_model.h5 or "
             f"model/*.safetensors): {hint}"
         )
-    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+    # At least one of these must sit next to the weights for the repo to be usable.
+    if not any((model_dir / name).is_file() for name in TOKENIZER_ANCHORS):
         raise QAFinetuneError(
             f"run directory {run_dir} has no tokenizer files in model/ "
             f"(tokenizer.json, tokenizer_config.json, vocab.txt, ...): {hint}"
@@ -130,12 +121,13 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
         if (run_dir / name).is_file():
             (staging_dir / "training").mkdir(exist_ok=True)
             shutil.copy2(run_dir / name, staging_dir / "training" / name)
-    exports = [name for name in EXPORT_DIRS if (run_dir / name / "qa_config.json").is_file()]
+    # `qa-finetune export RUN --format NAME` serving folders, uploaded as they are when present.
+    exports = [f.name for f in SERVING if (run_dir / f.name / QA_CONFIG).is_file()]
     for name in exports:
         # Complete exports only: qa_config.json is written last, inside the swapped-in folder.
         _copy_files(run_dir / name, staging_dir / name)
     records = ["training/config.yaml", "training/metrics.json", "eval/metrics.json"]
-    for record in records + [f"{name}/qa_config.json" for name in exports]:
+    for record in records + [f"{name}/{QA_CONFIG}" for name in exports]:
         _make_public(staging_dir / record)
     card = build_model_card(run_dir, repo_id)
     # Written last so that it replaces any README.md that came with the model files.

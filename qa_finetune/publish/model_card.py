@@ -241,25 +241,13 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
 def _export_notes(run_dir: Path) -> list[str]:
     """What the uploaded ``onnx/`` and ``savedmodel/`` folders hold (complete exports only,
     as ``push`` uploads them)."""
+    from qa_finetune.modeling.formats import SERVING
+    from qa_finetune.modeling.formats.qa_config import QA_CONFIG
+
     lines: list[str] = []
-    onnx = run_dir / "onnx"
-    if (onnx / "qa_config.json").is_file():
-        int8 = (
-            " and `model.int8.onnx` (int8 weights)" if (onnx / "model.int8.onnx").is_file() else ""
-        )
-        lines += [
-            "",
-            f"`onnx/` holds `model.onnx` (opset 17, dynamic batch and length){int8}, the "
-            "tokenizer and `qa_config.json` (window, stride and decoding settings, special-token "
-            "positions): `qa-finetune ask` runs it with ONNX Runtime, without TensorFlow, when "
-            "given the downloaded `onnx/` folder as `--model`.",
-        ]
-    if (run_dir / "savedmodel" / "qa_config.json").is_file():
-        lines += [
-            "",
-            "`savedmodel/` is a TensorFlow SavedModel for TF Serving: signature "
-            "`serving_default` takes int32 `input_ids`, `attention_mask` (and `token_type_ids` "
-            "where the model has them), shape [batch, length], and returns `start_logits` and "
-            "`end_logits`; `qa_config.json` says how to window and decode.",
-        ]
+    # Folders that `qa-finetune ask` itself answers from are described first.
+    for fmt in sorted(SERVING, key=lambda f: f.backend is None):
+        folder = run_dir / fmt.name
+        if fmt.card_note is not None and (folder / QA_CONFIG).is_file():
+            lines += ["", fmt.card_note(folder)]
     return lines

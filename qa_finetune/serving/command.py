@@ -23,7 +23,6 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 
-BACKENDS = ("auto", "tf", "onnx")
 _ENV = "QA_FINETUNE_SERVE"
 KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection is closed after this
 log = logging.getLogger("qa_finetune.serving.command")
@@ -56,17 +55,9 @@ def stop_quietly_on_sigterm() -> Iterator[None]:
 
 def require_serve_extra() -> None:
     """Fail with one line naming the extra when the web stack is not installed."""
-    missing = []
-    for module in ("fastapi", "uvicorn", "prometheus_client"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
-    if missing:
-        raise ServeError(
-            f"serve needs {', '.join(missing)}: install the serve extra with "
-            "pip install 'qa-finetune[serve]'"
-        )
+    from qa_finetune.extras import require_all
+
+    require_all(("fastapi", "uvicorn", "prometheus_client"), "serve", "serve")
 
 
 def model_name(reference: str) -> str:
@@ -93,12 +84,18 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
+def _check_backend(backend: str) -> None:
+    from qa_finetune.modeling.formats import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+
+
 def load_answerer(reference: str, backend: str, max_batch: int) -> Any:
     """The shared answerer: the run's decoding settings, batches of up to ``max_batch``."""
     from qa_finetune.inference.answerer import QuestionAnswerer
 
-    if backend not in BACKENDS:
-        raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    _check_backend(backend)
     return QuestionAnswerer.load(reference, batch_size=max_batch, backend=backend)
 
 
@@ -158,8 +155,7 @@ def serve(
         raise ServeError(f"--workers must be at least 1, got {workers}")
     if max_connections < 1:
         raise ServeError(f"--max-connections must be at least 1, got {max_connections}")
-    if backend not in BACKENDS:
-        raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    _check_backend(backend)
     _check_port(host, port)
     resolve_model_dir(reference)  # a wrong reference fails here, in one line
     options = _uvicorn_options(host, port, access_log, read_timeout, max_connections)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.modeling.families import WEIGHT_FILES, shape_keys
 
 GIB = 1024**3
 # TensorFlow, the tokenizer and the features' memory maps, measured with MiniLM at batch 4.
@@ -30,14 +31,6 @@ SCORE_TENSORS = 3
 HIDDEN_TENSORS = 10
 FEED_FORWARD_TENSORS = 3
 WEIGHT_COPIES = 4  # weights, gradients, Adam's first and second moments
-WEIGHT_FILES = ("tf_model.h5", "model.safetensors", "pytorch_model.bin")
-
-# config.json names of (layers, hidden size, attention heads, feed-forward size) per family.
-_SHAPE_KEYS = (
-    ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size"),
-    ("n_layers", "dim", "n_heads", "hidden_dim"),  # DistilBERT
-    ("n_layer", "d_model", "n_head", "d_inner"),  # XLNet
-)
 
 
 @dataclass(frozen=True)
@@ -56,7 +49,8 @@ def encoder_shape(model_dir: Path) -> EncoderShape | None:
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    for keys in _SHAPE_KEYS:
+    # Each family's config.json names of (layers, hidden, heads, feed-forward).
+    for keys in shape_keys():
         values = [config.get(key) for key in keys]
         if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
             return EncoderShape(*values)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune import __version__
+from qa_finetune.compat import dataset_fingerprint, has_indices_mapping
 from qa_finetune.config import Config
 from qa_finetune.config_values import FEATURES_DIR
 from qa_finetune.data.dataset_save import stream_rows
@@ -171,7 +172,7 @@ def _windows(examples: Any, function: Any, prefix: Path, settings: dict[str, Any
     desc = f"{prefix.name.capitalize()} windows"
     files = examples.cache_files
     chunks = range(0, len(examples), MAP_CHUNK_EXAMPLES)
-    if len(chunks) <= 1 or len(files) != 1 or examples._indices is not None:
+    if len(chunks) <= 1 or len(files) != 1 or has_indices_mapping(examples):
         return examples.map(
             function,
             remove_columns=examples.column_names,
@@ -183,7 +184,7 @@ def _windows(examples: Any, function: Any, prefix: Path, settings: dict[str, Any
     for number, start in enumerate(chunks):
         # The split holds the first len(examples) rows of its file (load_data writes it so).
         table = MemoryMappedTable.from_file(files[0]["filename"])
-        chunk = Dataset(table, fingerprint=examples._fingerprint).select(
+        chunk = Dataset(table, fingerprint=dataset_fingerprint(examples)).select(
             range(start, min(start + MAP_CHUNK_EXAMPLES, len(examples)))
         )
         parts.append(
