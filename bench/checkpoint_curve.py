@@ -65,7 +65,7 @@ def averaged_model(folders: list[Path], target: Path) -> Path:
     """The element-wise mean of the weights of ``folders`` (same architecture), saved."""
     from qa_finetune.modeling.loading import load_qa_model
     from qa_finetune.modeling.reference import load_tokenizer
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     models = [load_qa_model(folder) for folder in folders]
     weights = [model.get_weights() for model in models]
@@ -82,7 +82,7 @@ def score(model: Path, args: argparse.Namespace, config: Any, out: Path) -> dict
         str(model),
         args.data,
         None,
-        output_dir=out,
+        report_dir=out,
         max_samples=args.limit,
         max_length=config.preprocess.max_length,
         stride=config.preprocess.stride,

@@ -13,6 +13,7 @@ groups requests into exactly these passes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -46,7 +47,7 @@ def main() -> None:
     times: dict[int, list[float]] = {size: [] for size in SIZES}
     for _ in range(args.repeats):
         for size in SIZES:
-            answerer.batch_size = size
+            answerer.settings = dataclasses.replace(answerer.settings, batch_size=size)
             began = time.perf_counter()
             answerer.predict_windows(encoding, compile=True)
             times[size].append((time.perf_counter() - began) / count * 1000)

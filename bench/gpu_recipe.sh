@@ -38,4 +38,4 @@ start=$(date +%s)
 echo "training took $(( $(date +%s) - start )) s"
 
 echo "== SQuAD v1.1 dev"
-"$QA" evaluate --model "$OUT/gpu-recipe" --data "$DATA/squad-v1.1-dev.json" --output-dir "$OUT/eval"
+"$QA" evaluate --model "$OUT/gpu-recipe" --data "$DATA/squad-v1.1-dev.json" --report-dir "$OUT/eval"

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import cpu_model
-from qa_finetune.inference.answerer import make_spec
+from qa_finetune.features.windows import make_spec
 from qa_finetune.modeling.predict import _forward, _input_columns, predict_features
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 

@@ -116,7 +116,7 @@ def evaluate_point(data: Path, questions: int, work: Path) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "qa_finetune.cli", "evaluate", "--model", MODEL,
         "--allow-untrained-head", "--data", str(data), "--max-samples", str(questions),
-        "--output-dir", str(work / f"eval-{questions}"),
+        "--report-dir", str(work / f"eval-{questions}"),
     ]  # fmt: skip
     seconds, rss, _, peaks = run_measured(command)
     return {
@@ -132,7 +132,8 @@ ASK_CHILD = """
 import json, sys, time, resource
 sys.path.insert(0, {root!r})
 from bench.ask_latency import answerer_windows
-from qa_finetune.inference.answerer import QuestionAnswerer, make_spec
+from qa_finetune.features.windows import make_spec
+from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 words = {words}

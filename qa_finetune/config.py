@@ -23,6 +23,7 @@ from qa_finetune.config_values import (
     check_all,
     choice,
     coerce_value,
+    current_names,
     merge_sections,
     read_yaml,
     run_name_problem,
@@ -64,7 +65,7 @@ class DataConfig:
     question_column: str = "question"
     answers_column: str = "answers"
     # SQuAD v2 style: keep unanswerable questions (labelled CLS) and predict "no answer".
-    version_2_with_negative: bool = False
+    allow_no_answer: bool = False
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
     # Fraction of the training examples held out for validation when no validation data exists.
@@ -214,7 +215,7 @@ class InferenceConfig:
     n_best: int = 20
     max_answer_length: int = 30  # tokens
     # v2: predict "" when null score - best span score exceeds this.
-    null_score_diff_threshold: float = 0.0
+    no_answer_threshold: float = 0.0
     batch_size: int = 64
 
     def __post_init__(self) -> None:
@@ -273,7 +274,7 @@ _SECTION_TYPES = {
 def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
     """Return ``config`` with the nested ``values`` applied, each one type-checked."""
     sections = {}
-    for section_name, section_values in values.items():
+    for section_name, section_values in current_names(values).items():
         if section_name not in _SECTION_TYPES:
             known = ", ".join(_SECTION_TYPES)
             raise ConfigError(f"unknown config section '{section_name}' (known: {known})")
@@ -313,7 +314,7 @@ def requested_values(
     """Every value the user asked for (YAML file < ``--set`` < flags), merged, not yet checked."""
     merged: dict[str, Any] = {}
     if path is not None:
-        merge_sections(merged, read_yaml(Path(path)))
+        merge_sections(merged, current_names(read_yaml(Path(path)), f"config file {path}"))
     merge_sections(merged, set_options(assignments or []))
     for section, values in (flags or {}).items():
         given = {k: v for k, v in values.items() if v is not None}

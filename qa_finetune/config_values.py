@@ -5,6 +5,7 @@ merged. ``config`` builds its sections and the resolved config on these.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -27,6 +28,15 @@ class ConfigError(QAFinetuneError):
 class _Mistyped(ConfigError):
     """A value of another type than its key's (an optional key then tries the next type)."""
 
+
+log = logging.getLogger(__name__)
+
+# Keys renamed since earlier releases, (section, old name) -> new name: user files, runs'
+# config.yaml and --set written with the old names still load.
+RENAMED_KEYS = {
+    ("data", "version_2_with_negative"): "allow_no_answer",
+    ("inference", "null_score_diff_threshold"): "no_answer_threshold",
+}
 
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
@@ -125,8 +135,8 @@ def coerce_value(value: Any, annotation: Any, key: str) -> Any:
 
 def read_yaml(path: Path) -> Mapping[str, Any]:
     """The nested values of a YAML config file, with one-line errors."""
-    from qa_finetune.core.nesting import load_yaml
-    from qa_finetune.core.textio import read_text
+    from qa_finetune.files import read_text
+    from qa_finetune.nesting import load_yaml
 
     text = read_text(path, "config file", "--config", ConfigError)
     try:
@@ -138,6 +148,31 @@ def read_yaml(path: Path) -> Mapping[str, Any]:
     if not isinstance(values, Mapping):
         raise ConfigError(f"config file {path} must hold a mapping of sections (model, data, ...)")
     return values
+
+
+def current_names(values: Mapping[str, Any], where: str | None = None) -> dict[str, Any]:
+    """``values`` (sections of keys) with renamed keys under their current names; with
+    ``where`` (a user's file) each old name found gets a one-line notice on stderr."""
+    result: dict[str, Any] = {}
+    for section, keys in values.items():
+        if not isinstance(keys, Mapping):
+            result[section] = keys
+            continue
+        result[section] = {}
+        for key, value in keys.items():
+            new = RENAMED_KEYS.get((section, key))
+            if new is None:
+                result[section][key] = value
+                continue
+            if new in keys:
+                raise ConfigError(
+                    f"config keys '{section}.{key}' and '{section}.{new}' are one setting: "
+                    f"keep '{section}.{new}'"
+                )
+            if where is not None:
+                log.warning(f"note: {where}: '{section}.{key}' is now '{section}.{new}'")
+            result[section][new] = value
+    return result
 
 
 def merge_sections(into: dict[str, Any], values: Mapping[str, Any]) -> None:
@@ -152,7 +187,7 @@ def merge_sections(into: dict[str, Any], values: Mapping[str, Any]) -> None:
 
 def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
     """Turn ``section.key=value`` into a nested dict; the value is parsed as YAML."""
-    from qa_finetune.core.nesting import load_yaml
+    from qa_finetune.nesting import load_yaml
 
     name, sep, raw = assignment.partition("=")
     section, dot, key = name.strip().partition(".")
@@ -179,7 +214,7 @@ def set_options(assignments: list[str]) -> dict[str, dict[str, Any]]:
                         "give each key once"
                     )
                 before[key] = value
-    return merged
+    return current_names(merged)
 
 
 # Keys whose documented values on/off YAML 1.1 reads as booleans.

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.data.loading import sample_data_path
+from sample_files import sample_data_path
 
 FAMILIES = ("bert", "roberta", "distilbert", "xlnet")
 # Largest window the tiny models accept (RoBERTa's 514 positions hold 512 tokens).

@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sample_files import sample_data_path
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 from qa_finetune.config import Config
-from qa_finetune.data.loading import sample_data_path
 
 runner = CliRunner()
 

@@ -111,7 +111,7 @@ def test_evaluate_predictions_command(tmp_path: Path) -> None:
             str(predictions),
             "--data",
             str(data),
-            "--output-dir",
+            "--report-dir",
             str(out),
         ],
     )
@@ -219,3 +219,45 @@ def test_batch_with_every_line_skipped_fails(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert f"error: all 2 lines of {source} were skipped" in result.stderr
+
+
+def test_evaluate_output_dir_points_to_report_dir(tmp_path: Path) -> None:
+    # --output-dir is the runs root elsewhere; evaluate's report folder is --report-dir.
+    out = tmp_path / "eval"
+    result = runner.invoke(app, ["evaluate", "--data", "d.json", "--output-dir", str(out)])
+    assert result.exit_code == 1
+    assert (
+        result.stderr
+        == f"error: evaluate writes its report to --report-dir: pass --report-dir {out}\n"
+    )
+    assert not out.exists()
+
+
+def test_evaluate_version_2_is_the_former_name_of_allow_no_answer(tmp_path: Path) -> None:
+    data = tmp_path / "dev.json"
+    record = {"id": "a", "question": QUESTION, "answers": {"text": [], "answer_start": []}}
+    data.write_text(json.dumps([{**record, "context": CONTEXT}]))
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps({"a": ""}))
+    scores = []
+    for flag in ("--allow-no-answer", "--version-2"):
+        out = tmp_path / flag.strip("-")
+        args = ["evaluate", "--predictions", str(predictions), "--data", str(data), flag]
+        result = runner.invoke(app, [*args, "--report-dir", str(out)])
+        assert result.exit_code == 0, result.output
+        scores.append(json.loads((out / "metrics.json").read_text()))
+    assert scores[0]["exact_match"] == scores[1]["exact_match"] == 100.0
+    assert scores[0]["version_2"] is scores[1]["version_2"] is True
+
+
+def test_library_logs_reach_the_terminal_as_plain_lines(capsys: object) -> None:
+    import logging
+
+    from qa_finetune.cli.logs import show_library_logs
+
+    show_library_logs()
+    show_library_logs()  # once is enough: no line twice
+    logging.getLogger("qa_finetune.evaluation.results").info("exact match  50.00")
+    logging.getLogger("qa_finetune.inference.batch_files").warning("in.jsonl:2: bad (skipped)")
+    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    assert (out, err) == ("exact match  50.00\n", "in.jsonl:2: bad (skipped)\n")

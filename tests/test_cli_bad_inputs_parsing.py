@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 from qa_finetune.config import ConfigError, resolve_config
-from qa_finetune.core.nesting import JsonDepth, check_json_depth
+from qa_finetune.nesting import JsonDepth, check_json_depth
 from qa_finetune.training.sharding import check_tf_config
 
 # Deeper than Python's recursion limit: a RecursionError traceback before these fixes.
@@ -115,7 +115,7 @@ ROWS: dict[str, Row] = {
             null_odds_dot_json='{"a": ' + DEEP_LIST + "}",
             d_dot_json=SQUAD,
         ),
-        [*EVALUATE, "--version-2", "--output-dir", "{tmp}/eval"],
+        [*EVALUATE, "--allow-no-answer", "--report-dir", "{tmp}/eval"],
         1,
         f"null_odds.json: {LIMIT} (line 1)",
         ("p.json", "null_odds.json"),

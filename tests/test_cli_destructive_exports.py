@@ -117,7 +117,7 @@ def command(kind: str, root: Path, target: Path) -> list[str]:
     if kind == "push":
         return ["push", run, "--repo-id", "me/m", "--dry-run", "--staging-dir", str(target)]
     data, predictions = str(root / "d.jsonl"), str(root / "p.json")
-    return ["evaluate", "--predictions", predictions, "--data", data, "--output-dir", str(target)]
+    return ["evaluate", "--predictions", predictions, "--data", data, "--report-dir", str(target)]
 
 
 def under(path: str, folder: str) -> bool:

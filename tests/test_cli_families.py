@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from sample_files import sample_data_path
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
-from qa_finetune.data.loading import sample_data_path
 
 runner = CliRunner()
 

@@ -136,3 +136,56 @@ def test_dataset_and_files_together_is_an_error_naming_both() -> None:
         Path("configs/squad-distilroberta.yaml"), {"data": {"train_file": "train.json"}}
     )
     assert config.data.dataset is None and config.data.train_file == "train.json"
+
+
+OLD_KEYS = "data:\n  version_2_with_negative: true\ninference:\n  null_score_diff_threshold: 1.5\n"
+
+
+def test_renamed_keys_of_earlier_releases_still_load(tmp_path: Path) -> None:
+    # A run's config.yaml written by an earlier release: read without a word.
+    path = tmp_path / "config.yaml"
+    path.write_text(OLD_KEYS)
+    config = load_config(path)
+    assert config.data.allow_no_answer is True
+    assert config.inference.no_answer_threshold == 1.5
+    assert Config.from_dict({"data": {"version_2_with_negative": True}}).data.allow_no_answer
+    set_old = resolve_config(None, assignments=["data.version_2_with_negative=true"])
+    assert set_old.data.allow_no_answer is True
+
+
+def test_a_users_config_with_old_keys_gets_a_notice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(OLD_KEYS)
+    config = resolve_config(path, assignments=["inference.no_answer_threshold=2.0"])
+    assert (config.data.allow_no_answer, config.inference.no_answer_threshold) == (True, 2.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"note: config file {path}: 'data.version_2_with_negative' is now 'data.allow_no_answer'",
+        f"note: config file {path}: 'inference.null_score_diff_threshold' is now "
+        "'inference.no_answer_threshold'",
+    ]
+
+
+def test_old_and_new_name_together_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "both.yaml"
+    path.write_text("data:\n  version_2_with_negative: true\n  allow_no_answer: false\n")
+    with pytest.raises(ConfigError, match=r"'data\.version_2_with_negative' and 'data\.allow"):
+        resolve_config(path)
+
+
+def test_the_notice_is_one_line_on_stderr_from_the_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+
+    path = tmp_path / "mine.yaml"
+    path.write_text("data:\n  version_2_with_negative: true\n")
+    args = ["prepare", "--config", str(path), "--train-file", str(tmp_path / "none.json")]
+    result = CliRunner().invoke(app, [*args, "--output-dir", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    notice, error = result.stderr.splitlines()
+    assert notice == (
+        f"note: config file {path}: 'data.version_2_with_negative' is now 'data.allow_no_answer'"
+    )
+    assert error.startswith("error: ")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sample_files import sample_data_path
 
 from qa_finetune.config import DataConfig
-from qa_finetune.data.loading import load_data, sample_data_path
+from qa_finetune.data.loading import load_data
 from qa_finetune.data.records import DataError
 from qa_finetune.data.validation import SplitReport, validate_records
 
@@ -60,7 +61,7 @@ def _squad(records: list[dict]) -> dict:
 
 def test_correct_example_is_kept_unchanged() -> None:
     report = SplitReport()
-    kept = validate_records([_record()], version_2=False, report=report)
+    kept = validate_records([_record()], allow_no_answer=False, report=report)
     assert kept[0]["answers"] == {"text": ["1907"], "answer_start": [28]}
     assert (report.examples_kept, report.answers_repaired, report.examples_dropped) == (1, 0, 0)
 
@@ -104,7 +105,7 @@ def test_bad_examples_are_dropped_with_a_reason(overrides: dict, reason: str) ->
 def test_unanswerable_kept_in_v2_and_duplicates_dropped() -> None:
     report = SplitReport()
     records = [_record(answers={"text": [], "answer_start": []}), _record()]
-    kept = validate_records(records, version_2=True, report=report)
+    kept = validate_records(records, allow_no_answer=True, report=report)
     assert len(kept) == 1 and kept[0]["answers"]["text"] == []
     assert report.unanswerable == 1
     assert report.drop_reasons == {"duplicated id": 1}
@@ -215,7 +216,7 @@ def test_bundled_sample_data_is_clean() -> None:
     v2 = DataConfig(
         train_file=str(sample_data_path("unanswerable")),
         validation_fraction=0.0,
-        version_2_with_negative=True,
+        allow_no_answer=True,
         strict=True,
     )
     loaded = load_data(v2)

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_files import sample_data_path
 
 from qa_finetune.config import Config, DataConfig
 from qa_finetune.data.example_files import WRITE_BATCH, write_examples
-from qa_finetune.data.loading import load_data, sample_data_path, to_dataset
+from qa_finetune.data.loading import load_data, to_dataset
 from qa_finetune.data.record_stream import stream_records
 from qa_finetune.data.records import DataError, read_records
 from qa_finetune.data.validation import SplitReport, iter_validated, validate_records

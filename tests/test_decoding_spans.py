@@ -245,7 +245,7 @@ def test_postprocess_predictions_v2_null() -> None:
         end,
         offsets,
         cls_index=cls_index,
-        version_2_with_negative=True,
+        allow_no_answer=True,
     )
     out = score()
     # a: null 6 + 6 = 12, best 4: diff 8 > 0 -> "".
@@ -254,7 +254,7 @@ def test_postprocess_predictions_v2_null() -> None:
     assert out.null_score_diff == {"a": 8.0, "b": -8.0}
     assert out.nbest["a"][0]["text"] == "cat"  # the n-best list keeps the spans
     # A threshold above 8 lets "cat" through.
-    out = score(null_score_diff_threshold=8.5)
+    out = score(no_answer_threshold=8.5)
     assert out.answers == {"a": "cat", "b": "Paris"}
 
 
@@ -270,7 +270,7 @@ def test_postprocess_predictions_without_span_or_features() -> None:
             zeros,
             offsets,
             cls_index=np.zeros(1, dtype=np.int64),
-            version_2_with_negative=v2,
+            allow_no_answer=v2,
         )
         assert out.answers == {"x": "", "y": ""}
         assert out.nbest == {"x": [], "y": []}
@@ -284,9 +284,7 @@ def test_postprocess_predictions_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="unknown example id 'z'"):
         postprocess_predictions(["x"], ["a"], ["z"], zeros, zeros, offsets)
     with pytest.raises(ValueError, match="needs cls_index"):
-        postprocess_predictions(
-            ["x"], ["a"], ["x"], zeros, zeros, offsets, version_2_with_negative=True
-        )
+        postprocess_predictions(["x"], ["a"], ["x"], zeros, zeros, offsets, allow_no_answer=True)
 
 
 # --- property: the vectorised search equals a plain double loop ---------------------------------

@@ -140,8 +140,8 @@ def test_evaluate_v2_reports_has_and_no_answer(tiny_model_dir: Path, tmp_path: P
         str(tiny_model_dir),
         data=str(data),
         dataset=None,
-        output_dir=out,
-        version_2=True,
+        report_dir=out,
+        allow_no_answer=True,
         max_length=48,
         stride=8,
     )
@@ -160,7 +160,7 @@ def test_evaluate_without_v2_leaves_unanswerable_out(tiny_model_dir: Path, tmp_p
         str(tiny_model_dir),
         data=str(data),
         dataset=None,
-        output_dir=tmp_path / "eval",
+        report_dir=tmp_path / "eval",
         max_samples=2,
         max_length=48,
         stride=8,
@@ -192,7 +192,7 @@ def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> Non
     from datasets import Dataset
 
     from qa_finetune.features.labels import prepare_eval_features
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.features.windows import make_spec
     from qa_finetune.modeling.reference import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)
@@ -216,7 +216,7 @@ def test_evaluate_loaded_scores_a_perfect_model_100(tiny_model_dir: Path) -> Non
     )
     model = PeakModel(tokenizer.convert_tokens_to_ids("zebra"))
     result = evaluate_loaded(
-        model, tokenizer, examples, features, InferenceConfig(batch_size=3), version_2=False
+        model, tokenizer, examples, features, InferenceConfig(batch_size=3), allow_no_answer=False
     )
     assert (result["exact_match"], result["f1"], result["total"]) == (100.0, 100.0, 2)
     assert result["predictions"].answers == {"a": "zebra", "b": "zebra"}
@@ -228,7 +228,7 @@ def test_feature_offsets_match_postprocess(tiny_model_dir: Path) -> None:
 
     from qa_finetune.decoding.spans import offsets_to_array
     from qa_finetune.features.labels import prepare_eval_features
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.features.windows import make_spec
     from qa_finetune.modeling.reference import load_tokenizer
 
     tokenizer = load_tokenizer(tiny_model_dir)
@@ -264,7 +264,7 @@ def test_evaluate_predictions_hand_checked(tmp_path: Path) -> None:
         )
     )
     out = tmp_path / "scored"
-    metrics = evaluate_predictions(predictions, str(data), None, output_dir=out)
+    metrics = evaluate_predictions(predictions, str(data), None, report_dir=out)
     assert metrics["exact_match"] == pytest.approx(25.0)
     assert metrics["f1"] == pytest.approx(45.0)
     assert (metrics["total"], metrics["missing"], metrics["unknown_ids"]) == (4, 1, 1)
@@ -279,7 +279,7 @@ def test_evaluate_predictions_v2_scores_empty_answers(tmp_path: Path) -> None:
         json.dumps({"q1": "Denver Broncos", "q2": "", "q3": "1931", "q4": "London", "q5": ""})
     )
     metrics = evaluate_predictions(
-        predictions, str(data), None, output_dir=tmp_path / "out", version_2=True
+        predictions, str(data), None, report_dir=tmp_path / "out", allow_no_answer=True
     )
     assert metrics["exact_match"] == pytest.approx(80.0)
     assert (metrics["HasAns_exact"], metrics["NoAns_exact"]) == (75.0, 100.0)
@@ -299,7 +299,7 @@ def test_evaluate_predictions_rejects_bad_files(tmp_path: Path, content: str, me
     predictions = tmp_path / "predictions.json"
     predictions.write_text(content)
     with pytest.raises(QAFinetuneError, match=message):
-        evaluate_predictions(predictions, str(data), None, output_dir=tmp_path / "out")
+        evaluate_predictions(predictions, str(data), None, report_dir=tmp_path / "out")
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 from families import FAMILIES
+from sample_files import sample_data_path
 
-from qa_finetune.data.loading import sample_data_path
 from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.features.windows import make_windows, window_spec
 

@@ -14,8 +14,8 @@ import pytest
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.labels import prepare_eval_features
-from qa_finetune.features.windows import make_windows
-from qa_finetune.inference.answerer import QuestionAnswerer, get_answer, make_spec
+from qa_finetune.features.windows import make_spec, make_windows
+from qa_finetune.inference.answerer import QuestionAnswerer, get_answer
 from qa_finetune.inference.batch_files import answer_batch_file
 from qa_finetune.modeling.predict import LOGIT_FILL, predict_features
 from qa_finetune.runs.lookup import latest_run
@@ -196,12 +196,12 @@ def test_top_k_is_ranked_and_top_1_is_its_head(answerer: QuestionAnswerer) -> No
 
 def test_no_answer_when_the_null_score_wins(tokenizer: Any) -> None:
     qa = peak_answerer(tokenizer, tokenizer.cls_token)
-    [best] = qa.answer(QUESTION, SHORT_CONTEXT, handle_impossible_answer=True)
+    [best] = qa.answer(QUESTION, SHORT_CONTEXT, allow_no_answer=True)
     assert best == {"answer": "", "score": pytest.approx(best["score"]), "start": 0, "end": 0}
     assert best["score"] > 0.99
     [forced] = qa.answer(QUESTION, SHORT_CONTEXT)
     assert forced["answer"]  # without the option a span is always returned
-    ranked = qa.answer(QUESTION, SHORT_CONTEXT, top_k=3, handle_impossible_answer=True)
+    ranked = qa.answer(QUESTION, SHORT_CONTEXT, top_k=3, allow_no_answer=True)
     assert ranked[0]["answer"] == "" and all(a["answer"] for a in ranked[1:])
 
 
@@ -322,6 +322,9 @@ def test_batch_file_stops_at_a_malformed_line(tokenizer: Any, tmp_path: Path) ->
 def test_batch_file_skips_bad_lines_when_asked(
     tokenizer: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
+
+    show_library_logs()  # the skipped lines are logged warnings: stderr, as `ask` shows them
     source = write_lines(tmp_path / "in.jsonl", BATCH_LINES)
     output = tmp_path / "out.jsonl"
     written, failed = answer_batch_file(

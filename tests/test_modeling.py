@@ -99,7 +99,8 @@ def _modules_under(package: str) -> list[str]:
 TENSORFLOW_FREE = [
     "qa_finetune",
     "qa_finetune.config",
-    *_modules_under("core"),
+    "qa_finetune.files",
+    "qa_finetune.nesting",
     *_modules_under("data"),
     *_modules_under("features"),
     *_modules_under("decoding"),

@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from qa_finetune.data.loading import sample_data_path
+from sample_files import sample_data_path
 
 
 def make_run(tiny_model_dir: Path, root: Path, inference: str) -> Path:
@@ -31,14 +30,16 @@ def test_answerer_takes_the_run_inference_settings_and_flags_win(
         tiny_model_dir,
         tmp_path,
         "inference:\n  n_best: 3\n  max_answer_length: 2\n  batch_size: 5\n"
-        "  null_score_diff_threshold: 1.5\n",
+        "  no_answer_threshold: 1.5\n",
     )
     answerer = QuestionAnswerer.load(str(run_dir))
-    assert (answerer.n_best, answerer.max_answer_length, answerer.batch_size) == (3, 2, 5)
-    assert answerer.null_threshold == 1.5
+    settings = answerer.settings
+    assert (settings.n_best, settings.max_answer_length, settings.batch_size) == (3, 2, 5)
+    assert settings.no_answer_threshold == 1.5
     assert answerer.spec.max_length == 96
     explicit = QuestionAnswerer.load(str(run_dir), max_answer_length=7, batch_size=9)
-    assert (explicit.n_best, explicit.max_answer_length, explicit.batch_size) == (3, 7, 9)
+    settings = explicit.settings
+    assert (settings.n_best, settings.max_answer_length, settings.batch_size) == (3, 7, 9)
     # Answers honour the run's longest answer: at most 2 tokens.
     context = "The committee met in the old town hall on a rainy Tuesday evening in March."
     for item in answerer.answer("Where did the committee meet?", context, top_k=3):
@@ -53,7 +54,7 @@ def test_model_folder_without_run_gets_the_config_defaults(tiny_model_dir: Path)
 
     answerer = QuestionAnswerer.load(str(tiny_model_dir))
     defaults = InferenceConfig()
-    assert answerer.inference_config() == defaults
+    assert answerer.settings == defaults
 
 
 def test_bad_setting_is_a_clear_error(tiny_model_dir: Path) -> None:
@@ -83,19 +84,23 @@ def test_ask_and_evaluate_agree_on_every_unanswerable_sample_question(
 
     data = sample_data_path("unanswerable")
     probe = make_run(tiny_model_dir, tmp_path / "probe", "")
-    evaluate_model(str(probe), str(data), None, output_dir=tmp_path / "probe-eval", version_2=True)
+    evaluate_model(
+        str(probe), str(data), None, report_dir=tmp_path / "probe-eval", allow_no_answer=True
+    )
     odds = json.loads((tmp_path / "probe-eval" / "null_odds.json").read_text())
     threshold = _threshold_between([v for v in odds.values() if abs(v) < 1e6])
 
-    chosen = f"inference:\n  null_score_diff_threshold: {threshold}\n"
+    chosen = f"inference:\n  no_answer_threshold: {threshold}\n"
     run_dir = make_run(tiny_model_dir, tmp_path / "chosen", chosen)
-    evaluate_model(str(run_dir), str(data), None, output_dir=tmp_path / "eval", version_2=True)
+    evaluate_model(
+        str(run_dir), str(data), None, report_dir=tmp_path / "eval", allow_no_answer=True
+    )
     evaluated = json.loads((tmp_path / "eval" / "predictions.json").read_text())
 
-    records = read_records(data, DataConfig(version_2_with_negative=True))
+    records = read_records(data, DataConfig(allow_no_answer=True))
     answerer = QuestionAnswerer.load(str(run_dir))
     asked = answerer.answer_batch(
-        [(r["question"], r["context"]) for r in records], handle_impossible_answer=True
+        [(r["question"], r["context"]) for r in records], allow_no_answer=True
     )
     assert len(records) == len(evaluated) >= 50
     for record, answers in zip(records, asked, strict=True):

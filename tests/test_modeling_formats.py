@@ -42,7 +42,7 @@ def test_backend_choice_follows_the_files(tmp_path: Path) -> None:
 
 
 def test_inference_settings_round_trip_and_old_files_load() -> None:
-    settings = InferenceConfig(n_best=5, max_answer_length=12, null_score_diff_threshold=1.5)
+    settings = InferenceConfig(n_best=5, max_answer_length=12, no_answer_threshold=1.5)
     assert InferenceConfig.from_dict(settings.to_dict()) == settings
     # An older qa_config.json: other sections' keys skipped, missing settings take defaults.
     assert InferenceConfig.from_dict({"max_length": 256, "n_best": 5}) == InferenceConfig(n_best=5)
@@ -61,3 +61,13 @@ def test_qa_config_is_the_window_spec_and_decoding_settings(minilm_dir: Path) ->
     assert {key: values[key] for key in expected} == expected
     assert "batch_size" not in values
     json.dumps(values)  # plain JSON
+
+
+def test_qa_config_of_an_earlier_release_names_the_threshold_as_before(tmp_path: Path) -> None:
+    from qa_finetune.modeling.for_answering import inference_settings
+    from qa_finetune.modeling.formats.qa_config import read_qa_config
+
+    (tmp_path / "qa_config.json").write_text(json.dumps({"null_score_diff_threshold": 2.5}))
+    exported = read_qa_config(tmp_path)
+    assert exported == {"no_answer_threshold": 2.5}
+    assert inference_settings(None, exported).no_answer_threshold == 2.5

@@ -25,8 +25,7 @@ TORCH_PYTHON = os.environ.get(
 
 def _real_windows(tokenizer: Any, shared_data: Path) -> dict[str, np.ndarray]:
     """Windows of real SQuAD dev questions and paragraphs, padded to one width."""
-    from qa_finetune.features.windows import make_windows
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.features.windows import make_spec, make_windows
 
     data = json.loads((shared_data / "squad-v1.1-dev.json").read_text(encoding="utf-8"))
     pairs = [
@@ -113,7 +112,7 @@ def test_pytorch_loads_the_exported_weights_with_tf_logits(
 ) -> None:
     if not Path(TORCH_PYTHON).is_file():
         pytest.skip(f"no PyTorch venv at {TORCH_PYTHON}: run make torch-venv")
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     model, tokenizer = (
         _bert(minilm_dir, tmp_path) if family == "bert" else _roberta(shared_data, tmp_path)

@@ -23,8 +23,7 @@ CONTEXT = (
 
 def windows(tokenizer: Any, max_length: int = 64, stride: int = 16) -> dict[str, np.ndarray]:
     """Real question/context windows, padded to one width, as int32 model inputs."""
-    from qa_finetune.features.windows import make_windows
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.features.windows import make_spec, make_windows
 
     spec = make_spec(tokenizer, max_length, stride)
     built = make_windows(
@@ -74,7 +73,7 @@ def test_model_folder_carries_pytorch_safetensors(
     from transformers.modeling_tf_pytorch_utils import load_pytorch_state_dict_in_tf2_model
 
     from qa_finetune.modeling.loading import load_qa_model
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     folder = save_model_atomic(tiny_model, tokenizer, tmp_path / "model")
     assert sorted(p.name for p in folder.glob("*.h5")) == ["tf_model.h5"]
@@ -113,7 +112,7 @@ def test_card_tf_pipeline_loads_a_folder_with_both_weight_files(
     """The model card's TensorFlow snippet works beside the PyTorch file (no torch here)."""
     from transformers import pipeline
 
-    from qa_finetune.runs.directory import save_model_atomic
+    from qa_finetune.modeling.saving import save_model_atomic
 
     folder = save_model_atomic(tiny_model, tokenizer, tmp_path / "model")
     qa = pipeline(
@@ -277,14 +276,14 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     onnx_dir: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """`evaluate --backend auto` on an ONNX export: TF's scores and answers, no TF import."""
-    from qa_finetune.data.loading import sample_data_path
+    from sample_files import sample_data_path
 
     data = sample_data_path("validation")
     code = (
         "import sys\n"
         "from qa_finetune.cli.app import app\n"
         f"sys.argv = ['qa-finetune', 'evaluate', '--model', {str(onnx_dir)!r},\n"
-        f"            '--data', {str(data)!r}, '--output-dir', {str(tmp_path / 'onnx')!r},\n"
+        f"            '--data', {str(data)!r}, '--report-dir', {str(tmp_path / 'onnx')!r},\n"
         "            '--max-length', '64', '--stride', '16']\n"
         "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('TF', 'tensorflow' in sys.modules)\n"
@@ -297,7 +296,7 @@ def test_evaluate_through_onnx_matches_tf_and_skips_tensorflow(
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     evaluate_model(
-        str(tiny_model_dir), str(data), None, output_dir=tmp_path / "tf", max_length=64, stride=16
+        str(tiny_model_dir), str(data), None, report_dir=tmp_path / "tf", max_length=64, stride=16
     )
     onnx_metrics = json.loads((tmp_path / "onnx" / "metrics.json").read_text())
     tf_metrics = json.loads((tmp_path / "tf" / "metrics.json").read_text())
@@ -383,8 +382,7 @@ def test_export_tokenizer_makes_the_same_windows(
     family: str, tokenizer: Any, tmp_path: Path
 ) -> None:
     """The transformers-free tokenizer of an export cuts the windows transformers' does."""
-    from qa_finetune.features.windows import make_windows
-    from qa_finetune.inference.answerer import make_spec
+    from qa_finetune.features.windows import make_spec, make_windows
     from qa_finetune.modeling.export_tokenizer import ExportTokenizer
     from qa_finetune.modeling.formats.qa_config import qa_settings
 

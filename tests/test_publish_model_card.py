@@ -142,7 +142,7 @@ def test_body_has_recipe_limitations_and_usage(tmp_path: Path) -> None:
         assert heading in body
     assert "| `train.learning_rate` | 3e-05 |" in body
     assert "| `model.revision` | null |" in body
-    assert "| `data.version_2_with_negative` | false |" in body
+    assert "| `data.allow_no_answer` | false |" in body
     assert f'pipeline("question-answering", model="{REPO_ID}", framework="tf")' in body
     assert f"--model {REPO_ID}" in body
     assert 'qa-finetune ask "' in body
@@ -152,7 +152,7 @@ def test_body_has_recipe_limitations_and_usage(tmp_path: Path) -> None:
 
 
 def test_no_answer_note_only_for_v2_training(tmp_path: Path) -> None:
-    overrides = {"data": {"version_2_with_negative": True}}
+    overrides = {"data": {"allow_no_answer": True}}
     run_dir = make_run_dir(tmp_path, overrides, metrics=TRAIN_METRICS)
     _, body = split_card(build_model_card(run_dir, REPO_ID))
     assert "unanswerable questions (SQuAD v2 style)" in body

@@ -113,7 +113,8 @@ def test_overwrite_with_missing_data_keeps_the_old_run(tmp_path: Path) -> None:
 def test_overwrite_failing_after_model_load_keeps_the_old_run(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.data.loading import sample_data_path
+    from sample_files import sample_data_path
+
     from qa_finetune.training import train as train_module
 
     def boom(*args: Any, **kwargs: Any) -> None:

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from qa_finetune.cli.app import app
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import replace_folder, staged_folder
 from qa_finetune.publish.hub import push_run
-from qa_finetune.runs.directory import replace_folder, staged_folder
 
 RECORD = {
     "id": "a",
@@ -296,18 +296,18 @@ def test_evaluate_refuses_a_runs_own_folder(
     folder = {"run": run, "model": run / "model", "export": run / "onnx"}[kind]
     data, predictions = scored
     before = tree(tmp_path)
-    common = ["--data", str(data), "--output-dir", str(folder)]
+    common = ["--data", str(data), "--report-dir", str(folder)]
 
     for args in (["--predictions", str(predictions)], ["--model", str(run)]):
         line = one_error_line(["evaluate", *args, *common])
-        assert line == f"error: --output-dir {folder} " + expected.format(folder=folder)
+        assert line == f"error: --report-dir {folder} " + expected.format(folder=folder)
     assert tree(tmp_path) == before
 
 
 def test_evaluate_writes_a_new_output_folder(scored: tuple[Path, Path], tmp_path: Path) -> None:
     data, predictions = scored
     args = ["evaluate", "--predictions", str(predictions), "--data", str(data)]
-    result = CliRunner().invoke(app, [*args, "--output-dir", str(tmp_path / "out")])
+    result = CliRunner().invoke(app, [*args, "--report-dir", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["exact_match"] == 100.0
 
@@ -353,7 +353,7 @@ def test_predictions_with_model_options_is_an_error(
         ("truncation_side", "up", '\'truncation_side\' must be "left" or "right", not "up"'),
         ("input_names", "input_ids", "'input_names' must be a list of input names, not"),
         ("cls_token_id", -1, "'cls_token_id' must be a token id (>= 0), not -1"),
-        ("null_score_diff_threshold", "0", "'null_score_diff_threshold' must be a number, not"),
+        ("no_answer_threshold", "0", "'no_answer_threshold' must be a number, not"),
     ],
     ids=[
         "stride",
@@ -363,7 +363,7 @@ def test_predictions_with_model_options_is_an_error(
         "truncation_side",
         "input_names",
         "cls_token_id",
-        "null_threshold",
+        "no_answer_threshold",
     ],
 )
 def test_wrong_type_in_qa_config_is_one_line(

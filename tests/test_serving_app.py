@@ -89,7 +89,7 @@ def test_a_long_context_equals_the_question_answerer(client: TestClient, answere
 def test_allow_no_answer_equals_the_question_answerer(client: TestClient, answerer: Any) -> None:
     payload = {"question": QUESTION, "context": CONTEXT, "top_k": 2, "allow_no_answer": True}
     got = client.post("/v1/answer", json=payload).json()["answers"]
-    same_answers(got, answerer.answer(QUESTION, CONTEXT, 2, handle_impossible_answer=True))
+    same_answers(got, answerer.answer(QUESTION, CONTEXT, 2, allow_no_answer=True))
 
 
 def test_concurrent_requests_each_get_their_own_answers(client: TestClient, answerer: Any) -> None:

@@ -69,8 +69,8 @@ def test_evaluate_scores_a_predictions_file_like_the_official_definition(
         data=str(shared_data / "squad-v1.1-dev.json"),
         dataset=None,
         split="validation",
-        output_dir=tmp_path / "eval",
-        version_2=False,
+        report_dir=tmp_path / "eval",
+        allow_no_answer=False,
     )
     share = len(predictions) / 10570
     assert metrics["exact_match"] == pytest.approx(100 * share, abs=1e-9)

@@ -185,7 +185,7 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
     from transformers import TFAutoModelForQuestionAnswering
 
     from qa_finetune.modeling.loading import load_qa_model
-    from qa_finetune.publish.export import export_checkpoint
+    from qa_finetune.publish.export import export_run
     from qa_finetune.training.train import train
 
     run_dir = train(tiny_config(tiny_model_dir, tmp_path, epochs=3, keep_model="last"))
@@ -196,7 +196,7 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
     assert len(history) == 3
     assert metrics["f1"] == pytest.approx(float(history[-1]["f1"]))
 
-    exported = export_checkpoint(run_dir)
+    exported = export_run(run_dir, "hf", "latest")
     assert exported == run_dir / f"model-step-{metrics['steps']}"
     kept = TFAutoModelForQuestionAnswering.from_pretrained(run_dir / "model", use_safetensors=False)
     restored = TFAutoModelForQuestionAnswering.from_pretrained(exported, use_safetensors=False)
@@ -209,14 +209,14 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
         for a, b in zip(kept.trainable_weights, base.trainable_weights, strict=True)
     )
     with pytest.raises(QAFinetuneError, match="already exists"):
-        export_checkpoint(run_dir)
+        export_run(run_dir, "hf", "latest")
 
 
 def test_export_needs_a_checkpoint(tmp_path: Path) -> None:
-    from qa_finetune.publish.export import export_checkpoint
+    from qa_finetune.publish.export import export_run
 
     with pytest.raises(QAFinetuneError, match="no training checkpoint"):
-        export_checkpoint(tmp_path)
+        export_run(tmp_path, "hf", "latest")
 
 
 def test_unknown_keep_model_is_a_config_error() -> None:

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from sample_files import sample_data_path
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
-from qa_finetune.data.loading import sample_data_path
 
 RECIPE = Path(__file__).parents[1] / "configs" / "squad-distilroberta.yaml"
 runner = CliRunner()

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_files import sample_data_path
 from tiny_runs import tiny_run_config
 
 from qa_finetune.config import Config
-from qa_finetune.data.loading import sample_data_path
 from qa_finetune.errors import QAFinetuneError
 
 

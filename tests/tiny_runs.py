@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sample_files import sample_data_path
+
 from qa_finetune.config import Config
-from qa_finetune.data.loading import sample_data_path
 
 
 def tiny_run_config(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from qa_finetune.cli.context_input import read_context
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
@@ -44,7 +45,7 @@ AllowNoAnswerOption = Annotated[
     typer.Option(
         "--allow-no-answer",
         help="Return '' when the question looks unanswerable (SQuAD v2), by the same rule "
-        "and inference.null_score_diff_threshold as evaluate.",
+        "and inference.no_answer_threshold as evaluate.",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -80,6 +81,7 @@ def ask(
     backend: BackendOption = "auto",
 ) -> None:
     """Answer a question from a context of any length."""
+    show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
     _check_combination(question, context, context_file, batch, output)
     text, parsed = "", None
@@ -97,11 +99,11 @@ def ask(
         warn_untrained_head=not allow_untrained_head,
     )
     if batch is not None:
-        settings = {"top_k": top_k, "handle_impossible_answer": allow_no_answer}
+        settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
         _answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
         return
     assert question is not None  # checked above
-    answers = answerer.answer(question, text, top_k=top_k, handle_impossible_answer=allow_no_answer)
+    answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
 
 

@@ -33,7 +33,7 @@ def _stdin_bytes(wait: bool) -> bytes | None:
 def read_context(context: str | None, context_file: Path | None) -> str:
     """The context exactly as given: files and stdin are decoded, never newline-translated,
     so answer offsets count the characters of the file."""
-    from qa_finetune.core.textio import decode_utf8, read_text
+    from qa_finetune.files import decode_utf8, read_text
 
     given = [name for name, v in (("--context", context), ("--context-file", context_file)) if v]
     if len(given) > 1:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
@@ -26,16 +27,24 @@ SplitOption = Annotated[str, typer.Option(help="Split of --dataset.")]
 PredictionsOption = Annotated[
     Path | None, typer.Option("--predictions", help="Score this predictions.json alone.")
 ]
-EvalOutputDirOption = Annotated[
+ReportDirOption = Annotated[
     Path | None,
     typer.Option(
-        "--output-dir",
+        "--report-dir",
         help="Where eval files go (default: RUN/eval); not a run, model or export folder.",
     ),
 ]
-Version2Option = Annotated[
-    bool, typer.Option("--version-2", help="SQuAD v2 scoring with no-answer predictions.")
+# --output-dir names the runs root in prepare, train and ask; here it would be a second meaning.
+OldOutputDirOption = Annotated[Path | None, typer.Option("--output-dir", hidden=True)]
+AllowNoAnswerOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-no-answer",
+        help="SQuAD v2: keep unanswerable questions and score no-answer predictions.",
+    ),
 ]
+# The flag's former name, still accepted.
+OldAllowNoAnswerOption = Annotated[bool, typer.Option("--version-2", hidden=True)]
 MaxSamplesOption = Annotated[int | None, typer.Option(min=1, help="Score the first N questions.")]
 BatchSizeOption = Annotated[
     int | None,
@@ -50,16 +59,20 @@ def evaluate(
     dataset: DatasetOption = None,
     split: SplitOption = "validation",
     predictions: PredictionsOption = None,
-    output_dir: EvalOutputDirOption = None,
-    version_2: Version2Option = False,
+    report_dir: ReportDirOption = None,
+    allow_no_answer: AllowNoAnswerOption = False,
     max_samples: MaxSamplesOption = None,
     batch_size: BatchSizeOption = None,
     max_length: MaxLengthOption = None,
     stride: StrideOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
+    output_dir: OldOutputDirOption = None,
+    version_2: OldAllowNoAnswerOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
+    show_library_logs()
+    allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if predictions is None:
@@ -80,8 +93,8 @@ def evaluate(
             data=data,
             dataset=dataset,
             split=split,
-            output_dir=output_dir,
-            version_2=version_2,
+            report_dir=report_dir,
+            allow_no_answer=allow_no_answer,
         )
         return
     evaluate_model(
@@ -89,8 +102,8 @@ def evaluate(
         data=data,
         dataset=dataset,
         split=split,
-        output_dir=output_dir,
-        version_2=version_2,
+        report_dir=report_dir,
+        allow_no_answer=allow_no_answer,
         max_samples=max_samples,
         batch_size=batch_size,
         max_length=max_length,
@@ -98,6 +111,16 @@ def evaluate(
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
     )
+
+
+def _former_flags(output_dir: Path | None, version_2: bool) -> bool:
+    """``--version-2`` is ``--allow-no-answer``; ``--output-dir``, the runs root in the other
+    commands, is an error naming ``--report-dir``."""
+    if output_dir is not None:
+        raise QAFinetuneError(
+            f"evaluate writes its report to --report-dir: pass --report-dir {output_dir}"
+        )
+    return version_2
 
 
 def _check_predictions_alone(**model_options: object) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.textio import check_file
 from qa_finetune.data.example_files import (
     example_features,
     open_examples,
@@ -28,8 +27,7 @@ from qa_finetune.data.example_files import (
 from qa_finetune.data.record_stream import stream_records
 from qa_finetune.data.records import DataError, hub_records
 from qa_finetune.data.validation import SplitReport, iter_validated
-
-SAMPLE_DATA_DIR = Path(__file__).parents[1] / "sample_data"
+from qa_finetune.files import check_file
 
 
 @dataclass
@@ -54,11 +52,6 @@ def check_files_exist(config: DataConfig) -> None:
     ):
         for name in split_paths(files or ""):
             check_file(Path(name), "data file", option, DataError)
-
-
-def sample_data_path(name: str = "train") -> Path:
-    """Path of a bundled sample file: ``train``, ``validation`` or ``unanswerable``."""
-    return SAMPLE_DATA_DIR / f"{name}.json"
 
 
 def to_dataset(records: list[dict[str, Any]]) -> Any:
@@ -116,11 +109,11 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
             raw[name] = load_hub_split(config, split)
             sources[name] = f"{config.dataset}:{split}"
     else:
-        for name, files in (("train", config.train_file), ("validation", config.validation_file)):
-            if files:
-                paths = [Path(f) for f in split_paths(files)]
+        for name, given in (("train", config.train_file), ("validation", config.validation_file)):
+            if given:
+                paths = [Path(f) for f in split_paths(given)]
                 raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
-                sources[name] = files
+                sources[name] = given
         if not raw:
             raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
 
@@ -129,9 +122,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
     for name, records in raw.items():
         reports[name] = SplitReport()
         files[name] = work_dir / f"{name}-examples.arrow"
-        write_examples(
-            iter_validated(records, config.version_2_with_negative, reports[name]), files[name]
-        )
+        write_examples(iter_validated(records, config.allow_no_answer, reports[name]), files[name])
 
     if "train" in files and "validation" not in files and config.validation_fraction > 0:
         held_in, held_out = work_dir / "train-held-in.arrow", work_dir / "validation-held-out.arrow"

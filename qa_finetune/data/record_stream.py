@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.nesting import JsonDepth
-from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.data.records import (
     FLAT_SUFFIXES,
     DataError,
@@ -30,6 +28,8 @@ from qa_finetune.data.records import (
     looks_like_articles,
     read_records,
 )
+from qa_finetune.files import check_file, read_text
+from qa_finetune.nesting import JsonDepth
 
 # Rows per chunk of CSV and Parquet files; JSON is read in ijson's own buffer.
 CHUNK_ROWS = 10_000

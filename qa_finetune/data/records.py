@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.nesting import check_json_depth
-from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import check_file, read_text
+from qa_finetune.nesting import check_json_depth
 
 FLAT_SUFFIXES = {".jsonl", ".csv", ".parquet", ".json"}
 

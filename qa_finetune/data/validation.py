@@ -101,14 +101,14 @@ def _located_answers(
 
 
 def validate_records(
-    records: Iterable[dict[str, Any]], version_2: bool, report: SplitReport
+    records: Iterable[dict[str, Any]], allow_no_answer: bool, report: SplitReport
 ) -> list[dict[str, Any]]:
     """Keep usable examples, repair offsets where unambiguous, count everything else."""
-    return list(iter_validated(records, version_2, report))
+    return list(iter_validated(records, allow_no_answer, report))
 
 
 def iter_validated(
-    records: Iterable[dict[str, Any]], version_2: bool, report: SplitReport
+    records: Iterable[dict[str, Any]], allow_no_answer: bool, report: SplitReport
 ) -> Iterator[dict[str, Any]]:
     """``validate_records`` one record at a time: the kept examples come out as they are
     validated (the report is complete once the records are exhausted)."""
@@ -128,8 +128,8 @@ def iter_validated(
             if had_answers:
                 report.drop(example_id, "answer not found in context")
                 continue
-            if not version_2:
-                report.drop(example_id, "no answer (set data.version_2_with_negative to keep)")
+            if not allow_no_answer:
+                report.drop(example_id, "no answer (set data.allow_no_answer to keep)")
                 continue
             report.unanswerable += 1
         report.answers_repaired += int(repaired)

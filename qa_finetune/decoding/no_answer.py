@@ -1,7 +1,7 @@
 """The one SQuAD v2 "no answer" rule, and answers ranked with the no-answer candidate.
 
 A question is unanswerable when the null score (``start[CLS] + end[CLS]``, the minimum over its
-windows) beats the best span's score by more than ``null_score_diff_threshold``, or when no
+windows) beats the best span's score by more than ``no_answer_threshold``, or when no
 valid span exists. ``evaluate`` (through ``spans.postprocess_predictions``), ``ask
 --allow-no-answer`` and the server all decide with :func:`abstains`, so they cannot disagree.
 """

@@ -95,19 +95,19 @@ def postprocess_predictions(
     cls_index: np.ndarray | None = None,
     n_best: int = 20,
     max_answer_length: int = 30,
-    version_2_with_negative: bool = False,
-    null_score_diff_threshold: float = 0.0,
+    allow_no_answer: bool = False,
+    no_answer_threshold: float = 0.0,
 ) -> Predictions:
     """Answers for a batch of examples from the logits of their features ``[F, L]``.
 
-    With ``version_2_with_negative`` the answer is "" when ``null - best > threshold`` or no
+    With ``allow_no_answer`` the answer is "" when ``null - best > threshold`` or no
     valid span exists; ``cls_index`` is then required. Null-score differences are filled
     whenever ``cls_index`` is given. An example without features gets "" and no n-best.
     """
     if len(example_ids) != len(contexts):
         raise ValueError(f"{len(example_ids)} example ids but {len(contexts)} contexts")
-    if version_2_with_negative and cls_index is None:
-        raise ValueError("version_2_with_negative needs cls_index (the CLS position per feature)")
+    if allow_no_answer and cls_index is None:
+        raise ValueError("allow_no_answer needs cls_index (the CLS position per feature)")
     start, end, offs = _check_inputs(start_logits, end_logits, offsets)
     feature_group = _feature_groups(example_ids, feature_example_ids, start.shape[0])
     group, char_start, char_end, score, prob = search(
@@ -128,8 +128,8 @@ def postprocess_predictions(
         with_diff = np.bincount(feature_group, minlength=len(example_ids)) > 0
         # No valid span: the difference is +inf (infinitely more likely unanswerable).
         diff = np.where(found, null - best, np.inf)
-        if version_2_with_negative:
-            abstain |= abstains(diff, null_score_diff_threshold)
+        if allow_no_answer:
+            abstain |= abstains(diff, no_answer_threshold)
 
     out = Predictions()
     bounds_l, abstain_l, diff_l = bounds.tolist(), abstain.tolist(), diff.tolist()

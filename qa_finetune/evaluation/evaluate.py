@@ -1,8 +1,8 @@
 """``evaluate``: official SQuAD EM/F1 of a model or of a predictions file, and a report.
 
 A model is scored on every window of every question with the same length-sorted batching as
-``ask``; its answers go through the n-best search of ``postprocess``. Files written to the
-output directory: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
+``ask``; its answers go through the n-best search of ``decoding/spans``. Files written to the
+report folder: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``),
 ``nbest_predictions.json``, ``null_odds.json`` (v2), ``report.csv``, ``report_groups.csv`` and
 ``f1_by_question_type.png``.
 """
@@ -10,20 +10,23 @@ output directory: ``metrics.json``, ``predictions.json`` (official ``{id: answer
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
-from qa_finetune.core.nesting import check_json_depth
-from qa_finetune.core.textio import check_file, read_text
 from qa_finetune.data.records import DataError, read_records
 from qa_finetune.data.validation import SplitReport, validate_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.results import finish, write_predictions
+from qa_finetune.files import check_file, read_text
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
+from qa_finetune.nesting import check_json_depth
 from qa_finetune.runs.ownership import check_output_folder
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT = Path("eval")
 RUNS_ROOT = Path("outputs")
@@ -51,13 +54,13 @@ def load_examples(
     data: str | None,
     dataset: str | None,
     split: str = "validation",
-    version_2: bool = False,
+    allow_no_answer: bool = False,
     max_samples: int | None = None,
 ) -> EvalExamples:
     """Read and validate a local file or a Hub split; every gold answer is kept."""
     if (data is None) == (dataset is None):
         raise EvaluationError("pass the evaluation data once: --data FILE or --dataset NAME")
-    config = DataConfig(dataset=dataset, version_2_with_negative=version_2)
+    config = DataConfig(dataset=dataset, allow_no_answer=allow_no_answer)
     if data is not None:
         check_file(Path(data), "evaluation file", "--data", EvaluationError)
         records = read_records(Path(data), config)
@@ -68,21 +71,21 @@ def load_examples(
         records = load_hub_split(config, split)
         source = f"{dataset}:{split}"
     report = SplitReport()
-    kept = validate_records(records, version_2, report)
+    kept = validate_records(records, allow_no_answer, report)
     if max_samples is not None:
         kept = kept[:max_samples]
     if not kept:
         raise DataError(
             f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
-            "check the file, or pass --version-2 for data without answers"
+            "check the file, or pass --allow-no-answer for data without answers"
         )
     return EvalExamples(kept, source, report)
 
 
-def check_output_dir(output_dir: Path) -> None:
-    """Refuse an output folder that holds a run's or a model's own files (a run directory's
+def check_report_dir(report_dir: Path) -> None:
+    """Refuse a report folder that holds a run's or a model's own files (a run directory's
     ``metrics.json`` is training's): evaluate writes into a folder of its own."""
-    check_output_folder(Path(output_dir), "evaluate", "--output-dir")
+    check_output_folder(Path(report_dir), "evaluate", "--report-dir")
 
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
@@ -109,8 +112,8 @@ def evaluate_model(
     data: str | None,
     dataset: str | None,
     split: str = "validation",
-    output_dir: Path | None = None,
-    version_2: bool = False,
+    report_dir: Path | None = None,
+    allow_no_answer: bool = False,
     max_samples: int | None = None,
     batch_size: int | None = None,
     max_length: int | None = None,
@@ -126,11 +129,11 @@ def evaluate_model(
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
-    if output_dir is not None:
-        check_output_dir(output_dir)
+    if report_dir is not None:
+        check_report_dir(report_dir)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
-    examples = load_examples(data, dataset, split, version_2, max_samples)
+    examples = load_examples(data, dataset, split, allow_no_answer, max_samples)
     # The loader `ask` uses: same model resolution, same settings from the run.
     loaded = load_for_answering(
         reference,
@@ -142,17 +145,17 @@ def evaluate_model(
     )
     run_dir = run_dir_of(loaded.model_dir)
     started = time.perf_counter()
-    result, windows = _predict_and_score(loaded, examples.records, version_2)
+    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
-    output_dir = output_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
-    check_output_dir(output_dir)
-    write_predictions(output_dir, predictions, version_2)
+    report_dir = report_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+    check_report_dir(report_dir)
+    write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
         **result,
         "data": examples.source,
         "model": reference,
-        "version_2": version_2,
+        "version_2": allow_no_answer,
         "features": windows,
         "backend": loaded.backend,
         "max_length": loaded.spec.max_length,
@@ -162,11 +165,11 @@ def evaluate_model(
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
-    return finish(metrics, examples, predictions.answers, output_dir, version_2)
+    return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 
 
 def _predict_and_score(
-    loaded: Any, records: list[dict[str, Any]], version_2: bool
+    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool
 ) -> tuple[dict[str, Any], int]:
     """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
     from qa_finetune.data.loading import to_dataset
@@ -175,7 +178,7 @@ def _predict_and_score(
     # A question too long for the windows fails here, named by its id (the windows' rule).
     features = evaluation_features(example_set, loaded.tokenizer, loaded.spec)
     result = evaluate_loaded(
-        loaded.model, loaded.tokenizer, example_set, features, loaded.settings, version_2
+        loaded.model, loaded.tokenizer, example_set, features, loaded.settings, allow_no_answer
     )
     return result, len(features)
 
@@ -212,18 +215,18 @@ def evaluate_predictions(
     data: str | None,
     dataset: str | None,
     split: str = "validation",
-    output_dir: Path | None = None,
-    version_2: bool = False,
+    report_dir: Path | None = None,
+    allow_no_answer: bool = False,
 ) -> dict[str, Any]:
     """Score an official predictions file; ids without a prediction score 0 (``missing``).
 
     For v2, a ``null_odds.json`` beside the predictions enables the best-threshold search.
     """
     predictions_path = Path(predictions_path)
-    output_dir = output_dir or DEFAULT_OUTPUT
-    check_output_dir(output_dir)
+    report_dir = report_dir or DEFAULT_OUTPUT
+    check_report_dir(report_dir)
     answers = read_predictions(predictions_path)
-    examples = load_examples(data, dataset, split, version_2)
+    examples = load_examples(data, dataset, split, allow_no_answer)
     gold = references(examples.records)
     matched = sum(1 for key in answers if key in gold)
     if answers and not matched:
@@ -233,22 +236,22 @@ def evaluate_predictions(
         )
     null_diff = None
     odds_path = predictions_path.with_name("null_odds.json")
-    if version_2 and odds_path.is_file():
+    if allow_no_answer and odds_path.is_file():
         text = read_text(odds_path, "null odds file", error=EvaluationError)
         odds = _json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
         null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
     metrics = {
-        **score(answers, gold, version_2, null_diff),
+        **score(answers, gold, allow_no_answer, null_diff),
         "data": examples.source,
         "model": None,
         "predictions_file": str(predictions_path),
         "unknown_ids": len(answers) - matched,
-        "version_2": version_2,
+        "version_2": allow_no_answer,
     }
     if metrics["unknown_ids"]:
         unknown = ", ".join(repr(k) for k in [k for k in answers if k not in gold][:3])
-        print(
+        log.info(
             f"note: {metrics['unknown_ids']} ids in {predictions_path} are not questions of "
             f"{examples.source} and were ignored (first: {unknown})"
         )
-    return finish(metrics, examples, answers, output_dir, version_2)
+    return finish(metrics, examples, answers, report_dir, allow_no_answer)

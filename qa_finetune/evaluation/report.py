@@ -32,12 +32,12 @@ class Scored:
 
 
 def score_question(
-    prediction: str | None, golds: Sequence[str], version_2: bool
+    prediction: str | None, golds: Sequence[str], allow_no_answer: bool
 ) -> tuple[float, float]:
     """Official EM and F1 (x100) of one question; a missing prediction scores 0."""
     if prediction is None:
         return 0.0, 0.0
-    if version_2:
+    if allow_no_answer:
         scores = squad_v2({"q": prediction}, {"q": list(golds)})
         return scores["exact"], scores["f1"]
     if not golds:
@@ -77,13 +77,13 @@ def context_buckets(words: Sequence[int]) -> tuple[list[str], list[str]]:
     return [labels[i] for i in index], labels
 
 
-def per_question(rows: Sequence[Scored], version_2: bool = False) -> Any:
+def per_question(rows: Sequence[Scored], allow_no_answer: bool = False) -> Any:
     """The per-question table (pandas DataFrame)."""
     import pandas as pd
 
     records = []
     for row in rows:
-        em, f1 = score_question(row.prediction, row.golds, version_2)
+        em, f1 = score_question(row.prediction, row.golds, allow_no_answer)
         records.append(
             {
                 "id": row.id,
@@ -204,10 +204,10 @@ def format_report(groups: Any, worst: Any) -> str:
     )
 
 
-def write_report(rows: Sequence[Scored], output_dir: Path, version_2: bool = False) -> str:
+def write_report(rows: Sequence[Scored], output_dir: Path, allow_no_answer: bool = False) -> str:
     """Write ``report.csv``, ``report_groups.csv`` and the plot; return the printable text."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    frame = per_question(rows, version_2)
+    frame = per_question(rows, allow_no_answer)
     groups = group_scores(frame)
     frame.to_csv(output_dir / "report.csv", index=False)
     groups.to_csv(output_dir / "report_groups.csv", index=False, float_format="%.4f")

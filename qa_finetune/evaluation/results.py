@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.evaluation.report import scored_rows, write_report
-from qa_finetune.runs.directory import write_json
+from qa_finetune.files import write_json
 from qa_finetune.tables import format_table
+
+log = logging.getLogger(__name__)
 
 # The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
 _NULL_ODDS_CAP = 1e9
 
 
-def write_predictions(output_dir: Path, predictions: Any, version_2: bool) -> None:
+def write_predictions(output_dir: Path, predictions: Any, allow_no_answer: bool) -> None:
     """The official predictions file, the n-best lists and (v2) the null odds."""
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(output_dir / "predictions.json", predictions.answers)
     write_json(output_dir / "nbest_predictions.json", predictions.nbest)
-    if version_2:
+    if allow_no_answer:
         odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
         write_json(output_dir / "null_odds.json", odds)
 
@@ -70,19 +73,19 @@ def finish(
     examples: Any,
     answers: Mapping[str, str],
     output_dir: Path,
-    version_2: bool,
+    allow_no_answer: bool,
 ) -> dict[str, Any]:
-    """Write metrics and the report, print both; returns ``metrics``."""
+    """Write metrics and the report, log both (INFO); returns ``metrics``."""
     output_dir.mkdir(parents=True, exist_ok=True)
     dropped = examples.report.examples_dropped
     metrics["examples_dropped"] = dropped
     metrics["output_dir"] = str(output_dir)
     write_json(output_dir / "metrics.json", metrics)
-    text = write_report(scored_rows(examples.records, answers), output_dir, version_2)
-    print(_summary(metrics))
+    text = write_report(scored_rows(examples.records, answers), output_dir, allow_no_answer)
+    log.info(_summary(metrics))
     if dropped:
         reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())
-        print(f"\nLeft out {dropped} unusable questions: {reasons}")
-    print("\n" + text)
-    print(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
+        log.info(f"\nLeft out {dropped} unusable questions: {reasons}")
+    log.info("\n" + text)
+    log.info(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
     return metrics

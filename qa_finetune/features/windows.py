@@ -1,8 +1,9 @@
 """Question/context pairs -> overflowing strided windows of tokens.
 
-The window settings and their checks, the pair encoder and ``make_windows`` with its array
-views (context mask, whitespace-trimmed offsets); answer labels and the ``map`` feature
-functions are in ``features/labels``.
+The window settings (defaults, ``make_spec``) and their checks, and ``make_windows`` with its
+array views (context mask, whitespace-trimmed offsets); the pair encoder is in
+``features/pair_encoding``, answer labels and the ``map`` feature functions in
+``features/labels``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.compat import tokenizer_cache
+from qa_finetune.config import PreprocessConfig
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.arrays import Ragged
+from qa_finetune.features.pair_encoding import pair_encoder, pair_windows
 
 # Tokenizers report "no limit" as a huge sentinel (int(1e30)); anything above this is not a cap.
 _NO_LIMIT = 1_000_000
@@ -73,6 +75,22 @@ def window_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
     return WindowSpec(max_length, stride, question_first=tokenizer.padding_side == "right")
 
 
+# A model used without a run's config gets the config's own defaults.
+DEFAULT_MAX_LENGTH = PreprocessConfig.max_length
+DEFAULT_STRIDE = PreprocessConfig.stride
+
+
+def default_max_length(tokenizer: Any) -> int:
+    """``DEFAULT_MAX_LENGTH``, or less for a model that takes fewer tokens per window."""
+    return min(DEFAULT_MAX_LENGTH, model_max_length(tokenizer) or DEFAULT_MAX_LENGTH)
+
+
+def make_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
+    """Window settings, checked with the config rules so errors name the option."""
+    PreprocessConfig(max_length=max_length, stride=stride)
+    return window_spec(tokenizer, max_length, stride)
+
+
 def question_room_fix(
     length: int, specials: int, spec: WindowSpec, model_max: int | None = None
 ) -> str | None:
@@ -116,62 +134,6 @@ def check_question_room(
         else:
             where = f"question {index + 1}: " if len(question_lengths) > 1 else ""
         raise PreprocessError(where + problem)
-
-
-@dataclass(frozen=True)
-class PairEncoder:
-    """The Rust tokenizer, without padding or truncation, and how it cuts contexts.
-
-    A pair encoding is the two texts encoded separately, the truncated one cut into
-    overlapping chunks, and each (question, chunk) pair given its special tokens and type ids
-    by the post-processor. Doing these steps here lets each distinct context be encoded once,
-    however many questions ask about it (SQuAD has about five per paragraph); the windows are
-    identical to the tokenizer's own pair call (a test compares them).
-    """
-
-    raw: Any  # encodes single texts with no post-processing at all
-    backend: Any  # the full tokenizer, whose post-processor joins a pair
-    specials: int
-    direction: str
-
-
-def pair_encoder(tokenizer: Any) -> PairEncoder:
-    """Build (once per tokenizer) the encoder that makes windows."""
-    cache = tokenizer_cache(tokenizer)
-    if "encoder" not in cache:
-        from tokenizers import Tokenizer
-
-        backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        backend.no_padding()
-        backend.no_truncation()
-        # Encoding a single text still runs the post-processor, and byte-level BPE's one
-        # trims leading spaces from offsets. Post-processing the pair later would trim them
-        # a second time (one character late), so the parts are encoded with none.
-        raw = Tokenizer.from_str(backend.to_str())
-        raw.post_processor = None
-        cache["encoder"] = PairEncoder(
-            raw,
-            backend,
-            tokenizer.num_special_tokens_to_add(pair=True),
-            getattr(tokenizer, "truncation_side", "right"),
-        )
-    return cache["encoder"]
-
-
-def _pair_windows(encoder: PairEncoder, question: Any, passage: Any, spec: WindowSpec) -> list[Any]:
-    """All windows of one (question, context) pair, specials and type ids included."""
-    from tokenizers import Encoding
-
-    room = spec.max_length - len(question.ids) - encoder.specials
-    chunk = Encoding.merge([passage], growing_offsets=False)  # a copy: truncate works in place
-    chunk.truncate(room, stride=spec.stride, direction=encoder.direction)
-    windows = []
-    # Only the main encoding of a post-processed pair has template type ids for sure, so
-    # every chunk is post-processed on its own.
-    for part in [chunk, *chunk.overflowing]:
-        first, second = (question, part) if spec.question_first else (part, question)
-        windows.append(encoder.backend.post_process(first, second, add_special_tokens=True))
-    return windows
 
 
 @dataclass
@@ -261,7 +223,10 @@ def make_windows(batch: dict[str, list[Any]], tokenizer: Any, spec: WindowSpec) 
     for example, (question, context) in enumerate(
         zip(question_encodings, batch["context"], strict=True)
     ):
-        pair = _pair_windows(encoder, question, context_encodings[distinct[context]], spec)
+        passage = context_encodings[distinct[context]]
+        pair = pair_windows(
+            encoder, question, passage, spec.max_length, spec.stride, spec.question_first
+        )
         windows.extend(pair)
         owners.extend([example] * len(pair))
     sample_map = np.asarray(owners, dtype=np.int64)

@@ -8,7 +8,7 @@ longest window: short windows do not pay for long ones.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,20 +18,18 @@ from qa_finetune.decoding.no_answer import rank_answers
 from qa_finetune.decoding.spans import null_score, postprocess_predictions
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
+    DEFAULT_STRIDE,
     PreprocessError,
     Windows,
     WindowSpec,
     check_question_room,
+    default_max_length,
+    make_spec,
     make_windows,
     model_max_length,
 )
 from qa_finetune.inference.inputs import checked_pairs
-from qa_finetune.modeling.for_answering import (
-    DEFAULT_STRIDE,
-    default_max_length,
-    load_for_answering,
-    make_spec,
-)
+from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.predict import predict_features
 
 # --------------------------------------------------------------------------------------------
@@ -46,12 +44,9 @@ class QuestionAnswerer:
     model: Any
     tokenizer: Any
     spec: WindowSpec
-    max_answer_length: int = 30
-    n_best: int = 20
-    batch_size: int = 64
+    # Decoding: n-best, longest answer, windows per forward pass, the no-answer threshold.
+    settings: InferenceConfig = field(default_factory=InferenceConfig)
     backend: str = "tf"  # what computes the logits: "tf" (a Keras model) or "onnx"
-    # SQuAD v2: "" wins when the null score beats the best span by more than this.
-    null_threshold: float = 0.0
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -59,51 +54,32 @@ class QuestionAnswerer:
 
         ``options`` are those of :func:`modeling.for_answering.load_for_answering`:
         ``max_length``, ``stride``, ``max_answer_length``, ``n_best``, ``batch_size``,
-        ``null_threshold`` (None: the run's own setting), ``backend`` (auto|tf|onnx),
+        ``no_answer_threshold`` (None: the run's own setting), ``backend`` (auto|tf|onnx),
         ``quantized`` and ``warn_untrained_head``.
         """
         loaded = load_for_answering(reference, **options)
-        settings = loaded.settings
-        return cls(
-            loaded.model,
-            loaded.tokenizer,
-            loaded.spec,
-            max_answer_length=settings.max_answer_length,
-            n_best=settings.n_best,
-            batch_size=settings.batch_size,
-            backend=loaded.backend,
-            null_threshold=settings.null_score_diff_threshold,
-        )
-
-    def inference_config(self) -> InferenceConfig:
-        """This answerer's decoding settings as the config section ``evaluate`` takes."""
-        return InferenceConfig(
-            n_best=self.n_best,
-            max_answer_length=self.max_answer_length,
-            null_score_diff_threshold=self.null_threshold,
-            batch_size=self.batch_size,
-        )
+        return cls(loaded.model, loaded.tokenizer, loaded.spec, loaded.settings, loaded.backend)
 
     def answer(
         self,
         question: str,
         context: str,
         top_k: int = 1,
-        handle_impossible_answer: bool = False,
+        allow_no_answer: bool = False,
     ) -> list[dict[str, Any]]:
         """The ``top_k`` best answers: ``{answer, score, start, end}``, best first.
 
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
-        candidates (and the "no answer" candidate with ``handle_impossible_answer``, returned
+        candidates (and the "no answer" candidate with ``allow_no_answer``, returned
         as ``""`` at 0-0 and ranked first exactly when ``evaluate`` would answer "").
         """
-        return self.answer_batch([(question, context)], top_k, handle_impossible_answer)[0]
+        return self.answer_batch([(question, context)], top_k, allow_no_answer)[0]
 
     def answer_batch(
         self,
         pairs: Iterable[tuple[str, str] | Mapping[str, Any]],
         top_k: int = 1,
-        handle_impossible_answer: bool = False,
+        allow_no_answer: bool = False,
     ) -> list[list[dict[str, Any]]]:
         """Answers for many (question, context) pairs; all their windows share batches."""
         if top_k < 1:
@@ -114,7 +90,7 @@ class QuestionAnswerer:
         contexts = [c for _, c in checked]
         windows = self.windows([q for q, _ in checked], contexts)
         start, end = self.predict_windows(windows.encoding)
-        return self.decode(windows, contexts, start, end, top_k, handle_impossible_answer)
+        return self.decode(windows, contexts, start, end, top_k, allow_no_answer)
 
     def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
         """Step 1: the strided windows of checked (question, context) pairs; a question too
@@ -140,7 +116,7 @@ class QuestionAnswerer:
         return predict_features(
             self.model,
             encoding,
-            self.batch_size,
+            self.settings.batch_size,
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
         )
@@ -152,7 +128,7 @@ class QuestionAnswerer:
         start: np.ndarray,
         end: np.ndarray,
         top_k: int = 1,
-        handle_impossible_answer: bool = False,
+        allow_no_answer: bool = False,
     ) -> list[list[dict[str, Any]]]:
         """Step 3: ranked answers per pair from its windows' logits (as ``answer`` returns)."""
         ids = [str(i) for i in range(len(contexts))]
@@ -165,8 +141,8 @@ class QuestionAnswerer:
             end,
             offsets[:, : start.shape[1]],
             cls_index=windows.cls_index,
-            n_best=max(self.n_best, top_k),
-            max_answer_length=self.max_answer_length,
+            n_best=max(self.settings.n_best, top_k),
+            max_answer_length=self.settings.max_answer_length,
         )
         results = []
         for i, example_id in enumerate(ids):
@@ -175,10 +151,10 @@ class QuestionAnswerer:
                 for c in predictions.nbest[example_id]
             ]
             null = None
-            if handle_impossible_answer:
+            if allow_no_answer:
                 rows = windows.sample_map == i
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
-            results.append(rank_answers(candidates, top_k, null, self.null_threshold))
+            results.append(rank_answers(candidates, top_k, null, self.settings.no_answer_threshold))
         return results
 
     def check_questions(

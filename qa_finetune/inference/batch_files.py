@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from typing import IO, Any
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.inference.inputs import checked_text
+
+log = logging.getLogger(__name__)
 
 # Pairs answered per model pass when reading a batch file: bounds memory, keeps batches full.
 FILE_CHUNK = 256
@@ -26,7 +29,7 @@ class _Line:
 
 
 def _parse_line(raw: str, number: int) -> _Line:
-    from qa_finetune.core.nesting import check_json_depth
+    from qa_finetune.nesting import check_json_depth
 
     check_json_depth(raw, "line", InferenceError, first_line=None)
     try:
@@ -50,7 +53,7 @@ def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
     Lines are split on ``\\n`` and decoded one by one: a line that is not UTF-8 is one bad
     line (skipped with ``skip_errors``), and contexts keep their bytes (``\\r\\n`` included).
     """
-    from qa_finetune.core.textio import BOM, check_file, decode_utf8
+    from qa_finetune.files import BOM, check_file, decode_utf8
 
     check_file(path, "batch file", "--batch")
     lines, failed = [], 0
@@ -66,7 +69,7 @@ def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
                 raise InferenceError(
                     f"{path}:{number}: {reason}; fix the line or pass --skip-errors"
                 ) from None
-            print(f"{path}:{number}: {reason} (skipped)", file=sys.stderr)
+            log.warning(f"{path}:{number}: {reason} (skipped)")
             failed += 1
     return lines, failed
 
@@ -76,7 +79,7 @@ def answer_batch_file(
     path: Path,
     output: Path | None,
     top_k: int = 1,
-    handle_impossible_answer: bool = False,
+    allow_no_answer: bool = False,
     skip_errors: bool = False,
     parsed: tuple[list[_Line], int] | None = None,
 ) -> tuple[int, int]:
@@ -95,7 +98,7 @@ def answer_batch_file(
         except InferenceError as exc:
             if not skip_errors:
                 raise InferenceError(f"{exc}; fix the line or pass --skip-errors") from exc
-            print(f"{exc} (skipped)", file=sys.stderr)
+            log.warning(f"{exc} (skipped)")
             failed += 1
             continue
         good.append(line)
@@ -105,7 +108,7 @@ def answer_batch_file(
         for begin in range(0, len(good), FILE_CHUNK):
             chunk = good[begin : begin + FILE_CHUNK]
             results = answerer.answer_batch(
-                [(line.question, line.context) for line in chunk], top_k, handle_impossible_answer
+                [(line.question, line.context) for line in chunk], top_k, allow_no_answer
             )
             for line, answers in zip(chunk, results, strict=True):
                 record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}

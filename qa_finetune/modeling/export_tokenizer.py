@@ -3,7 +3,7 @@
 Importing transformers costs about a second on a 2-core CPU, most of a cold ``ask`` through
 ONNX. Windows need only the Rust tokenizer (``tokenizer.json``) and a few facts that the
 export wrote to ``qa_config.json`` (special tokens, pair order, model inputs), so this class
-offers the part of the transformers fast-tokenizer interface that ``preprocess`` and
+offers the part of the transformers fast-tokenizer interface that ``features/windows`` and
 ``QuestionAnswerer`` use.
 """
 

@@ -7,20 +7,23 @@ settings the same way: explicit values, else the run's ``config.yaml``, else an 
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.config import Config, InferenceConfig, PreprocessConfig
+from qa_finetune.config import Config, InferenceConfig
 from qa_finetune.errors import InferenceError, QAFinetuneError
-from qa_finetune.features.windows import WindowSpec, model_max_length, window_spec
+from qa_finetune.features.windows import (
+    DEFAULT_STRIDE,
+    WindowSpec,
+    default_max_length,
+    make_spec,
+)
 from qa_finetune.runs.lookup import run_config
 
-# The window defaults of a model outside a run (and without an export's qa_config.json).
-DEFAULT_MAX_LENGTH = PreprocessConfig().max_length
-DEFAULT_STRIDE = PreprocessConfig().stride
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,7 +46,7 @@ def load_for_answering(
     max_answer_length: int | None = None,
     n_best: int | None = None,
     batch_size: int | None = None,
-    null_threshold: float | None = None,
+    no_answer_threshold: float | None = None,
     backend: str = "auto",
     quantized: bool = False,
     warn_untrained_head: bool = True,
@@ -52,7 +55,7 @@ def load_for_answering(
 
     ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one, without
     importing TensorFlow; ``quantized`` picks ``model.int8.onnx`` instead. A TensorFlow model
-    whose checkpoint has no QA head (a base encoder) gets a warning on stderr unless
+    whose checkpoint has no QA head (a base encoder) gets a logged warning unless
     ``warn_untrained_head`` is False.
     """
     from qa_finetune.modeling.formats import choose_backend, load_predictor
@@ -72,7 +75,7 @@ def load_for_answering(
         n_best=n_best,
         max_answer_length=max_answer_length,
         batch_size=batch_size,
-        null_score_diff_threshold=null_threshold,
+        no_answer_threshold=no_answer_threshold,
     )
     if chosen != "tf":
         model = load_predictor(model_dir, chosen, quantized)
@@ -81,7 +84,7 @@ def load_for_answering(
 
     warning = untrained_head_warning(model_dir) if warn_untrained_head else None
     if warning:
-        print(warning, file=sys.stderr, flush=True)
+        log.warning(warning)
     return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
 
 
@@ -132,16 +135,3 @@ def inference_settings(
         return InferenceConfig.from_dict(base)
     except QAFinetuneError as exc:
         raise InferenceError(str(exc)) from None
-
-
-def default_max_length(tokenizer: Any) -> int:
-    """``DEFAULT_MAX_LENGTH``, or less for a model that takes fewer tokens per window."""
-    return min(DEFAULT_MAX_LENGTH, model_max_length(tokenizer) or DEFAULT_MAX_LENGTH)
-
-
-def make_spec(tokenizer: Any, max_length: int, stride: int) -> WindowSpec:
-    """Window settings, checked with the config rules so errors name the option."""
-    from qa_finetune.config import PreprocessConfig
-
-    PreprocessConfig(max_length=max_length, stride=stride)
-    return window_spec(tokenizer, max_length, stride)

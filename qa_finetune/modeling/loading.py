@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -11,14 +10,12 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tensorflow as tf
 
+# transformers explains at length which head weights are new; qa-finetune reports what matters.
+from transformers.utils import logging as hf_logging
+
 from qa_finetune.compat import set_dtype_policy, tf_qa_head_classes
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.families import PT_WEIGHTS, QA_HEAD_KEY, TF_WEIGHTS, suggested
-
-log = logging.getLogger(__name__)
-
-# transformers explains at length which head weights are new; qa-finetune reports what matters.
-from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
 

@@ -121,7 +121,9 @@ def predict_features(
         raise InferenceError(f"batch size must be at least 1, got {batch_size}")
     columns = _input_columns(features)
     if "input_ids" not in columns:
-        raise InferenceError("features have no input_ids column: build them with preprocess")
+        raise InferenceError(
+            "features have no input_ids column: build them with `qa-finetune prepare`"
+        )
     lengths = columns["input_ids"].lengths
     count, width = len(lengths), int(lengths.max(initial=0))
     start = np.full((count, width), LOGIT_FILL, dtype=np.float32)

@@ -24,11 +24,11 @@ def references(examples: Any) -> dict[str, list[str]]:
 def score(
     predictions: Mapping[str, str],
     gold: Mapping[str, list[str]],
-    version_2: bool,
+    allow_no_answer: bool,
     null_score_diff: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Official scores with ``exact_match`` and ``f1`` keys for both SQuAD versions."""
-    if not version_2:
+    if not allow_no_answer:
         return squad_v1(predictions, gold)
     scores = squad_v2(predictions, gold, null_score_diff)
     return {"exact_match": scores.pop("exact"), **scores}
@@ -62,13 +62,13 @@ def evaluate_loaded(
     examples: Any,
     features: Any,
     inference_config: InferenceConfig,
-    version_2: bool,
+    allow_no_answer: bool,
 ) -> dict[str, Any]:
     """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
 
     Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
     breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
-    ``postprocess.Predictions``). Used by ``evaluate`` and by training after each epoch.
+    ``decoding.spans.Predictions``). Used by ``evaluate`` and by training after each epoch.
     """
     from qa_finetune.decoding.spans import postprocess_predictions
 
@@ -84,11 +84,11 @@ def evaluate_loaded(
         cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
         n_best=inference_config.n_best,
         max_answer_length=inference_config.max_answer_length,
-        version_2_with_negative=version_2,
-        null_score_diff_threshold=inference_config.null_score_diff_threshold,
+        allow_no_answer=allow_no_answer,
+        no_answer_threshold=inference_config.no_answer_threshold,
     )
-    null_diff = predictions.null_score_diff if version_2 else None
-    result = score(predictions.answers, references(examples), version_2, null_diff)
+    null_diff = predictions.null_score_diff if allow_no_answer else None
+    result = score(predictions.answers, references(examples), allow_no_answer, null_diff)
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss

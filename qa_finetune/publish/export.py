@@ -20,9 +20,11 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.extras import require
+from qa_finetune.files import staged_folder, write_json
 from qa_finetune.modeling import formats
 from qa_finetune.modeling.formats import ExportFormat
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG, qa_settings, read_qa_config
+from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 
@@ -150,8 +152,8 @@ def export_run(
     tokenizer = load_tokenizer(source)
     if in_place:
         # RUN/model stays training's folder (no export marker): only PyTorch weights are added.
-        return rundir.save_model_atomic(model, tokenizer, target)
-    with rundir.staged_folder(target) as staging:
+        return save_model_atomic(model, tokenizer, target)
+    with staged_folder(target) as staging:
         files = chosen.write(model, tokenizer, staging, quantize)
         if serving:
             # What a serving stack needs beside the model to window and decode.
@@ -159,7 +161,7 @@ def export_run(
             tokenizer.save_pretrained(str(staging))
             settings = qa_settings(source, tokenizer)
             settings.update(format=fmt, files=files, source=source.name, checkpoint=checkpoint)
-            rundir.write_json(staging / QA_CONFIG, settings)
+            write_json(staging / QA_CONFIG, settings)
         write_marker(staging, EXPORT_MARKER, fmt)
     return target
 
@@ -180,8 +182,3 @@ def _is_unmarked_export(folder: Path) -> bool:
         return folder.is_dir() and read_qa_config(folder).get("format") in formats.FORMATS
     except QAFinetuneError:
         return False
-
-
-def export_checkpoint(run_dir: Path, output: Path | None = None, overwrite: bool = False) -> Path:
-    """The latest checkpoint as a model folder (``export_run(..., "hf", "latest")``)."""
-    return export_run(run_dir, "hf", "latest", output, overwrite=overwrite)

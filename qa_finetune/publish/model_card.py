@@ -101,8 +101,8 @@ def _limitations(config: dict[str, dict[str, Any]]) -> list[str]:
         "cannot answer without a context, combine facts from several passages into new text, "
         "or answer yes/no questions that the context does not spell out.",
     ]
-    if config.get("data", {}).get("version_2_with_negative"):
-        threshold = inference.get("null_score_diff_threshold", 0.0)
+    if config.get("data", {}).get("allow_no_answer"):
+        threshold = inference.get("no_answer_threshold", 0.0)
         lines.append(
             "- Trained with unanswerable questions (SQuAD v2 style): it returns an empty answer "
             f"when the no-answer score beats the best span by more than {threshold}."

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import platform
-import secrets
 import shutil
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -180,94 +175,6 @@ def claim_run_directory(run_dir: Path, resume: bool, overwrite: bool) -> RunClai
             moved = backup
     run_dir.mkdir(parents=True, exist_ok=True)
     return RunClaim(run_dir, created=True, backup=moved)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write beside the target, then rename: readers never see half a file."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
-
-
-def write_json(path: Path, values: Any) -> None:
-    """Indented UTF-8 JSON (answers keep their accents), written atomically."""
-    write_text_atomic(path, json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def save_model_atomic(
-    model: Any, tokenizer: Any, target: Path, pytorch_weights: bool = True
-) -> Path:
-    """``save_pretrained`` into a staging folder beside ``target``, then swap it in.
-
-    With ``pytorch_weights`` the folder also carries ``model.safetensors`` in PyTorch names,
-    so PyTorch and transformers 5 load it as well as TensorFlow does ``tf_model.h5``.
-    """
-    with staged_folder(target) as staging:
-        model.save_pretrained(str(staging))
-        tokenizer.save_pretrained(str(staging))
-        if pytorch_weights:
-            from qa_finetune.modeling.pt_weights import save_pytorch_safetensors
-
-            save_pytorch_safetensors(model, staging)
-    return target
-
-
-@contextlib.contextmanager
-def staged_folder(target: Path) -> Iterator[Path]:
-    """Build a folder in a hidden staging folder beside ``target`` and swap it in for
-    ``target`` when the block ends without error; on any error (Ctrl-C included) the staging
-    folder goes and ``target`` is left as it was."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = _new_sibling(target, "staging")
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    replace_folder(staging, target)
-
-
-def _new_sibling(target: Path, role: str) -> Path:
-    """A new empty folder ``.<name>.<role>-<pid>-<random>`` beside ``target``.
-
-    Made with an exclusive ``mkdir``, so the name is ours alone: a user's ``DIR.tmp`` or
-    ``DIR.old`` (or another process's staging folder) is never reused, nor deleted.
-    """
-    for _ in range(100):
-        candidate = target.with_name(f".{target.name}.{role}-{os.getpid()}-{secrets.token_hex(4)}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate
-    raise QAFinetuneError(f"cannot make a {role} folder beside {target}: check its parent folder")
-
-
-def replace_folder(staging: Path, target: Path) -> Path:
-    """Swap the finished ``staging`` folder in for ``target`` (renames only).
-
-    The old ``target`` is renamed onto a fresh empty folder of our own (a rename may replace
-    an empty folder) and deleted once the new one is in place; if that fails it comes back.
-    """
-    previous = _new_sibling(target, "old") if target.exists() or target.is_symlink() else None
-    if previous is not None:
-        if target.is_symlink() or not target.is_dir():
-            previous.rmdir()  # a file cannot be renamed onto a folder; the name stays unused
-        try:
-            target.rename(previous)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                previous.rmdir()  # still our empty folder: rmdir removes nothing else
-            raise
-    try:
-        staging.rename(target)
-    except BaseException:
-        if previous is not None:
-            previous.rename(target)
-        raise
-    if previous is not None:
-        shutil.rmtree(previous, ignore_errors=True)
-    return target
 
 
 def _version(package: str) -> str | None:

@@ -20,10 +20,10 @@ def load_run_config(run_dir: Path) -> Config:
 
 
 def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """The recorded config as plain sections, as written; empty when absent or unreadable
-    (a model card still describes a run whose config an older version wrote)."""
-    from qa_finetune.config_values import ConfigLoader
-    from qa_finetune.core.nesting import load_yaml
+    """The recorded config as plain sections (renamed keys under their current names); empty
+    when absent or unreadable (a model card still describes a run an older version wrote)."""
+    from qa_finetune.config_values import ConfigLoader, current_names
+    from qa_finetune.nesting import load_yaml
 
     try:
         text = (Path(run_dir) / CONFIG_FILE).read_text(encoding="utf-8")
@@ -32,7 +32,11 @@ def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
         return {}
     if not isinstance(value, dict):
         return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, dict)}
+    sections = {str(k): v for k, v in value.items() if isinstance(v, dict)}
+    try:
+        return current_names(sections)
+    except QAFinetuneError:
+        return sections
 
 
 def run_dir_of(model_dir: Path) -> Path | None:

@@ -32,7 +32,6 @@ class ServeSettings:
     max_wait_ms: float = 5.0
     max_context_chars: int = 100_000
     max_batch_items: int = 256
-    max_top_k: int = 20
     # 100,000 characters of SQuAD's English contexts: 87 windows at max_length 384 and
     # stride 128, 117 at 256 and 64: the longest context accepted fits twice over.
     max_windows_per_request: int = 256

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from qa_finetune.data.loading import check_files_exist
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.training.feature_cache import data_file_digests
 
@@ -56,7 +57,7 @@ def save_checkpoint(
     path = state_path(run_dir, number)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        rundir.write_json(path, state.__dict__)
+        write_json(path, state.__dict__)
         manager.save(checkpoint_number=number)
     except BaseException:
         rundir.remove_partial_checkpoints(run_dir)
@@ -103,7 +104,7 @@ def recover_index(run_dir: Path, fix: str) -> None:
             written = (folder / f"ckpt-{number}.index").stat().st_mtime
             # The text proto the CheckpointManager writes; the timestamp lets it rotate this
             # checkpoint away as usual.
-            rundir.write_text_atomic(
+            write_text_atomic(
                 folder / INDEX_FILE,
                 f'model_checkpoint_path: "ckpt-{number}"\n'
                 f'all_model_checkpoint_paths: "ckpt-{number}"\n'

@@ -15,8 +15,8 @@ from qa_finetune.data.dataset_save import save_dataset
 from qa_finetune.data.loading import split_paths
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.windows import WindowSpec
+from qa_finetune.files import write_json
 from qa_finetune.modeling.reference import tokenizer_fingerprint
-from qa_finetune.runs.directory import write_json
 
 # Bump when the feature layout changes, so old caches are rebuilt. 2: byte-level BPE offsets
 # trimmed once, context offsets without edge whitespace.

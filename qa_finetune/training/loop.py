@@ -16,6 +16,8 @@ import tf_keras
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import write_json, write_text_atomic
+from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.lookup import CONFIG_FILE
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
@@ -136,7 +138,7 @@ class TrainingRun:
 
     def _open(self) -> None:
         """Record the config, drop half-written checkpoints and restore the last one."""
-        rundir.write_text_atomic(self.run_dir / CONFIG_FILE, self.config.to_yaml())
+        write_text_atomic(self.run_dir / CONFIG_FILE, self.config.to_yaml())
         rundir.remove_partial_checkpoints(self.run_dir)
         if not self.claim.created and self.cluster.chief:
             recover_index(self.run_dir, resume_fix(self.run_dir / rundir.CHECKPOINT_DIR))
@@ -244,7 +246,7 @@ class TrainingRun:
         self.state.train_seconds = self.seconds()
         final_state = state_path(self.run_dir, self.step())
         if final_state.is_file():
-            rundir.write_json(final_state, self.state.__dict__)
+            write_json(final_state, self.state.__dict__)
 
     def epoch_so_far(self, at_step: int, mean: float) -> tuple[float, int]:
         """(loss sum, batches) of ``at_step``'s epoch, from ``mean`` over this process's part."""
@@ -291,7 +293,7 @@ class TrainingRun:
             state.best_metrics = row
             state.evals_without_improvement = 0
             if train.keep_model == "best" and self.cluster.chief:
-                rundir.save_model_atomic(
+                save_model_atomic(
                     self.model, self.prepared.tokenizer, self.run_dir / rundir.MODEL_DIR
                 )
         else:

@@ -11,6 +11,8 @@ from typing import Any
 import tensorflow as tf
 
 from qa_finetune.config import Config
+from qa_finetune.files import write_json, write_text_atomic
+from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
 from qa_finetune.tables import format_table
@@ -61,7 +63,7 @@ def describe_run(
     env = rundir.environment(device, config.train.seed, prepared.fingerprint, facts["precision"])
     # Each data file by content: --resume refuses data changed under the same path.
     env["data_files"] = prepared.data_files
-    rundir.write_json(run_dir / "env.json", env)
+    write_json(run_dir / "env.json", env)
     print_summary(config, prepared, schedule, device=device, run_dir=run_dir, **facts)
 
 
@@ -77,7 +79,7 @@ def validation_scores(
         prepared.validation_examples,
         prepared.validation,
         config.inference,
-        config.data.version_2_with_negative,
+        config.data.allow_no_answer,
     )
     scores.pop("predictions")
     print(
@@ -96,7 +98,7 @@ def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(history)
-    rundir.write_text_atomic(run_dir / "history.csv", text.getvalue())
+    write_text_atomic(run_dir / "history.csv", text.getvalue())
 
 
 def finish(
@@ -113,7 +115,7 @@ def finish(
     weights are the ones to keep)."""
     keep_last = config.train.keep_model == "last"
     if keep_last or not (run_dir / rundir.MODEL_DIR).exists():
-        rundir.save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
+        save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
     best = state.best_metrics
     # The scores describe the weights in model/: the final evaluation when those are kept.
     kept = state.history[-1] if keep_last and state.history else best
@@ -137,8 +139,8 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
-    rundir.write_json(run_dir / "metrics.json", metrics)
-    rundir.write_json(run_dir / "prepare_report.json", prepared.report)
+    write_json(run_dir / "metrics.json", metrics)
+    write_json(run_dir / "prepare_report.json", prepared.report)
     rundir.plot_curves(state.history, run_dir / "curves.png")
     rows = [(k, v) for k, v in metrics.items() if v is not None]
     print("\n" + format_table(rows, title=f"Finished: {run_dir}"), flush=True)

@@ -61,7 +61,7 @@ def check_tf_config(raw: str | None) -> None:
     the strategy, or takes a missing one for a cluster without tasks)."""
     import json
 
-    from qa_finetune.core.nesting import check_json_depth
+    from qa_finetune.nesting import check_json_depth
 
     if not raw or not raw.strip():
         raise QAFinetuneError(f"train.strategy=multi_worker needs TF_CONFIG: {_TF_CONFIG_FIX}")

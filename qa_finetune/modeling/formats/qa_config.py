@@ -73,6 +73,8 @@ def read_qa_config(model_dir: Path) -> dict[str, Any]:
         return {}
     for key, value in values.items():
         _check_setting(path, key, value)
+    if _OLD_THRESHOLD in values:  # an export written before the key was renamed
+        values.setdefault("no_answer_threshold", values.pop(_OLD_THRESHOLD))
     return values
 
 
@@ -80,6 +82,8 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# qa_config.json's name for no_answer_threshold in earlier releases.
+_OLD_THRESHOLD = "null_score_diff_threshold"
 # The type each setting that is read back must have, and how the message names it.
 _SETTING_TYPES: dict[str, tuple[Any, str]] = {
     **{
@@ -90,10 +94,10 @@ _SETTING_TYPES: dict[str, tuple[Any, str]] = {
         key: (lambda v: v is None or (_is_int(v) and v >= 0), "a token id (>= 0)")
         for key in _TOKEN_IDS
     },
-    "null_score_diff_threshold": (
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "a number",
-    ),
+    **{
+        key: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
+        for key in ("no_answer_threshold", _OLD_THRESHOLD)
+    },
     "question_first": (lambda v: isinstance(v, bool), "true or false"),
     "truncation_side": (lambda v: v in ("left", "right"), '"left" or "right"'),
     "input_names": (

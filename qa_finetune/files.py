@@ -1,0 +1,157 @@
+"""Files read and written safely: user files read exactly as given, files and folders
+written beside their target and renamed into place.
+
+Reading: UTF-8, no newline translation, one-line errors. Character offsets (answer_start,
+an answer's start/end) count characters of the text as it is on disk, so ``\\r\\n`` must stay
+two characters: nothing here opens a file in text mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.errors import QAFinetuneError
+
+BOM = "\ufeff"
+
+
+def check_file(
+    path: Path, what: str, option: str, error: type[QAFinetuneError] = QAFinetuneError
+) -> Path:
+    """``path`` if it is a readable file; otherwise an ``error`` that says what it is instead."""
+    path = Path(path)
+    if path.is_dir():
+        raise error(
+            f"{what} {path} is a directory, not a file: pass a file inside it with {option}"
+        )
+    if not path.is_file():
+        if path.exists():
+            # A device, FIFO or socket: reading it could block or never end, so it is not read.
+            raise error(
+                f"{what} {path} is not a regular file ({_kind(path)}): pass a file with {option}"
+            )
+        raise error(f"{what} not found: {path} (check the path given to {option})")
+    return path
+
+
+def _kind(path: Path) -> str:
+    """What a path that exists but is neither a file nor a folder is, in words."""
+    mode = path.stat().st_mode
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def decode_utf8(data: bytes, where: str, error: type[QAFinetuneError] = QAFinetuneError) -> str:
+    """``data`` as text, exactly (a leading byte-order mark is dropped, as editors add one).
+
+    Bytes that are not UTF-8 give one line naming the line and the byte.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        at = f" on line {line}" if b"\n" in data else ""
+        raise error(
+            f"{where}: not UTF-8 text (byte 0x{data[exc.start]:02x}{at}): save it as UTF-8"
+        ) from None
+    return text.removeprefix(BOM)
+
+
+def read_text(
+    path: Path,
+    what: str = "file",
+    option: str = "the command line",
+    error: type[QAFinetuneError] = QAFinetuneError,
+) -> str:
+    """The whole file as UTF-8 text, byte for byte (``\\r\\n`` kept)."""
+    path = check_file(path, what, option, error)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    return decode_utf8(data, str(path), error)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write beside the target, then rename: readers never see half a file."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+def write_json(path: Path, values: Any) -> None:
+    """Indented UTF-8 JSON (answers keep their accents), written atomically."""
+    write_text_atomic(path, json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """Build a folder in a hidden staging folder beside ``target`` and swap it in for
+    ``target`` when the block ends without error; on any error (Ctrl-C included) the staging
+    folder goes and ``target`` is left as it was."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = _new_sibling(target, "staging")
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    replace_folder(staging, target)
+
+
+def _new_sibling(target: Path, role: str) -> Path:
+    """A new empty folder ``.<name>.<role>-<pid>-<random>`` beside ``target``.
+
+    Made with an exclusive ``mkdir``, so the name is ours alone: a user's ``DIR.tmp`` or
+    ``DIR.old`` (or another process's staging folder) is never reused, nor deleted.
+    """
+    for _ in range(100):
+        candidate = target.with_name(f".{target.name}.{role}-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise QAFinetuneError(f"cannot make a {role} folder beside {target}: check its parent folder")
+
+
+def replace_folder(staging: Path, target: Path) -> Path:
+    """Swap the finished ``staging`` folder in for ``target`` (renames only).
+
+    The old ``target`` is renamed onto a fresh empty folder of our own (a rename may replace
+    an empty folder) and deleted once the new one is in place; if that fails it comes back.
+    """
+    previous = _new_sibling(target, "old") if target.exists() or target.is_symlink() else None
+    if previous is not None:
+        if target.is_symlink() or not target.is_dir():
+            previous.rmdir()  # a file cannot be renamed onto a folder; the name stays unused
+        try:
+            target.rename(previous)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                previous.rmdir()  # still our empty folder: rmdir removes nothing else
+            raise
+    try:
+        staging.rename(target)
+    except BaseException:
+        if previous is not None:
+            previous.rename(target)
+        raise
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
+    return target
