@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import errno
 import json
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +45,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def finished(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A finished tiny run trained on its own copy of the data files (tests restore them)."""
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     root = tmp_path_factory.mktemp("finished")
     config = _config(tiny_model_dir, root / "runs", root / "data")
@@ -59,16 +60,15 @@ def _run_dir(config: Config) -> Path:
 def test_validation_killed_at_the_last_step_is_redone_on_resume(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training.loop import TrainingRun
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import Trainer, train
 
     def killed(*args: Any) -> bool:
         raise KeyboardInterrupt
 
     config = _config(tiny_model_dir, tmp_path)
     run_dir = _run_dir(config)
-    original = TrainingRun.validate
-    monkeypatch.setattr(TrainingRun, "validate", killed)
+    original = Trainer.validate
+    monkeypatch.setattr(Trainer, "validate", killed)
     with pytest.raises(KeyboardInterrupt):
         train(config)
     # The last step's checkpoint was saved before the epoch's validation began.
@@ -78,7 +78,7 @@ def test_validation_killed_at_the_last_step_is_redone_on_resume(
     assert state["history"] == []
     assert not (run_dir / "history.csv").exists() and not (run_dir / "metrics.json").exists()
 
-    monkeypatch.setattr(TrainingRun, "validate", original)
+    monkeypatch.setattr(Trainer, "validate", original)
     train(config, resume=True)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     with (run_dir / "history.csv").open(encoding="utf-8") as handle:
@@ -118,7 +118,7 @@ def test_full_disk_is_named_and_the_partial_checkpoint_goes(
 ) -> None:
     import tensorflow as tf
 
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     original = tf.train.CheckpointManager.save
 
@@ -153,16 +153,17 @@ def test_features_cache_missing_a_part_is_rebuilt(
     tiny_model_dir: Path,
     tmp_path: Path,
     part: str,
-    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from qa_finetune.training.prepare import prepare
 
     config = _config(tiny_model_dir, tmp_path)
     first = prepare(config)
     shutil.rmtree(first.cache_dir / part)
-    capsys.readouterr()
+    caplog.clear()
     again = prepare(config)
-    assert f"{first.cache_dir} is incomplete (no {part}/): rebuilding it" in capsys.readouterr().err
+    rebuilding = f"{first.cache_dir} is incomplete (no {part}/): rebuilding it"
+    assert (logging.WARNING, rebuilding) in [(r.levelno, r.getMessage()) for r in caplog.records]
     assert not again.reused and again.cache_dir == first.cache_dir
     assert (first.cache_dir / part).is_dir()
     assert len(again.validation_examples) == first.report["validation"]["examples"] == 8
@@ -173,7 +174,7 @@ def test_features_cache_missing_a_part_is_rebuilt(
 def test_resume_refuses_a_data_file_changed_under_the_same_path(
     finished: Config, tiny_model_dir: Path
 ) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     run_dir = _run_dir(finished)
     train_file = Path(str(finished.data.train_file))
@@ -203,10 +204,10 @@ def test_deleted_checkpoint_index_is_rebuilt_on_resume(
     tiny_model_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from qa_finetune.training import callbacks
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     original = callbacks.StepHooks.on_train_batch_end
 
@@ -230,10 +231,10 @@ def test_deleted_checkpoint_index_is_rebuilt_on_resume(
         train(config)
     assert _snapshot(folder) == files
 
-    capsys.readouterr()
+    caplog.set_level(logging.INFO, logger="qa_finetune")
     train(config, resume=True)
     steps = json.loads((_run_dir(config) / "metrics.json").read_text())["steps"]
-    assert f"resuming from step 1 of {steps}" in capsys.readouterr().out
+    assert f"resuming from step 1 of {steps}" in caplog.messages
     # The rebuilt index let the manager rotate checkpoint 1 away as usual.
     assert sorted(p.name for p in folder.iterdir()) == [
         "checkpoint",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,8 @@ def test_time_budget_stops_training_with_validation_and_checkpoint(
 ) -> None:
     from test_training import tiny_config
 
-    import qa_finetune.training.train as training
-    from qa_finetune.training.train import train
+    import qa_finetune.training.trainer as training
+    from qa_finetune.training.trainer import train
 
     widths: list[int] = []
     real_make_dataset = training.make_dataset
@@ -104,9 +105,11 @@ def test_time_budget_stops_training_with_validation_and_checkpoint(
 
 
 def test_progress_eta_is_the_budget_when_the_budget_ends_the_run_first(
-    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from qa_finetune.training.callbacks import ProgressLog
+
+    caplog.set_level(logging.INFO, logger="qa_finetune")
 
     step = {"now": 0}
     left = {"seconds": 3600.0}
@@ -117,13 +120,14 @@ def test_progress_eta_is_the_budget_when_the_budget_ends_the_run_first(
         step["now"] = now
         log.on_train_batch_end(now, {"loss": 2.0})
     # About 998 steps left at thousands of steps per second: the steps end the run first.
-    first = capsys.readouterr().out.splitlines()[-1]
+    first = caplog.messages[-1]
     assert first.startswith("step 2/1000  loss 2.0000") and "(time budget)" not in first
     left["seconds"] = 0.0
     step["now"] = 3
     log.on_train_batch_end(3, {"loss": 2.0})
-    assert capsys.readouterr().out.strip().endswith("ETA 0m00s (time budget)")
+    assert caplog.messages[-1].endswith("ETA 0m00s (time budget)")
+    caplog.clear()
     # Without a budget the steps alone decide.
     plain = ProgressLog(lambda: step["now"], total_steps=1000, every=1)
     plain.on_train_batch_end(3, {"loss": 2.0})
-    assert "(time budget)" not in capsys.readouterr().out
+    assert caplog.messages and "(time budget)" not in caplog.text

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     ConfigOption,
     DatasetOption,
@@ -42,6 +43,8 @@ def prepare(
     """Load and validate data, build the windowed features and cache them."""
     from qa_finetune.cli.prepare_summary import print_prepare_report
     from qa_finetune.training.prepare import prepare as run_prepare
+
+    show_library_logs()
 
     resolved = resolve(
         config,
