@@ -108,10 +108,7 @@ def _summarise(
                 found += example_id != last_found
                 last_found = example_id
                 matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
-    answerable = 0
-    for batch in stream_rows(loaded.splits["train"], ["answers"]):
-        texts = pc.struct_field(batch.column("answers"), "text")
-        answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
+    answerable = _answerable(loaded.splits["train"])
     train_lengths = (
         np.concatenate(lengths).astype(np.int64) if lengths else np.zeros(0, dtype=np.int64)
     )
@@ -146,6 +143,17 @@ def _summarise(
             ),
         },
     }
+
+
+def _answerable(examples: Any) -> int:
+    """Examples with at least one gold answer, read from the Arrow file in batches."""
+    import pyarrow.compute as pc
+
+    answerable = 0
+    for batch in stream_rows(examples, ["answers"]):
+        texts = pc.struct_field(batch.column("answers"), "text")
+        answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
+    return answerable
 
 
 def _build(
