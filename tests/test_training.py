@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
 import subprocess
 import sys
@@ -228,14 +227,16 @@ def test_unknown_keep_model_is_a_config_error() -> None:
 
 
 def test_resume_bookkeeping(
-    finished_run: Path, tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    finished_run: Path, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Options that change a resumed run are refused; resuming a finished run keeps its
     training time; stale partial checkpoints go; the resumed step is printed."""
     import shutil
 
+    from qa_finetune.cli.logs import show_library_logs
     from qa_finetune.training.trainer import train
 
+    show_library_logs()  # what the CLI prints
     run_dir = tmp_path / "tiny"
     shutil.copytree(finished_run, run_dir)
     before = json.loads((run_dir / "metrics.json").read_text())
@@ -243,15 +244,14 @@ def test_resume_bookkeeping(
     stale.mkdir()
     (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"\0" * 64)
     config = tiny_config(tiny_model_dir, tmp_path)
-    caplog.set_level(logging.INFO, logger="qa_finetune")
     with pytest.raises(QAFinetuneError, match=r"would change it: train\.epochs \(2\.0 -> 3\.0\)"):
         train(config, resume=True, requested={"train": {"epochs": 3, "run_name": "tiny"}})
-    assert not [name for name, _, _ in caplog.record_tuples if name.startswith("qa_finetune")]
+    assert not capsys.readouterr().out
 
     train(config, resume=True, requested={"train": {"run_name": "tiny", "epochs": 2}})
     after = json.loads((run_dir / "metrics.json").read_text())
     steps = before["steps"]
-    assert f"resuming from step {steps} of {steps}" in caplog.messages
+    assert f"resuming from step {steps} of {steps}" in capsys.readouterr().out
     assert after["steps"] == steps
     assert before["train_seconds"] > 0
     assert after["train_seconds"] >= before["train_seconds"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import errno
 import json
-import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -153,17 +152,19 @@ def test_features_cache_missing_a_part_is_rebuilt(
     tiny_model_dir: Path,
     tmp_path: Path,
     part: str,
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
     from qa_finetune.training.prepare import prepare
+
+    show_library_logs()  # what the CLI prints
 
     config = _config(tiny_model_dir, tmp_path)
     first = prepare(config)
     shutil.rmtree(first.cache_dir / part)
-    caplog.clear()
+    capsys.readouterr()
     again = prepare(config)
-    rebuilding = f"{first.cache_dir} is incomplete (no {part}/): rebuilding it"
-    assert (logging.WARNING, rebuilding) in [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert f"{first.cache_dir} is incomplete (no {part}/): rebuilding it" in capsys.readouterr().err
     assert not again.reused and again.cache_dir == first.cache_dir
     assert (first.cache_dir / part).is_dir()
     assert len(again.validation_examples) == first.report["validation"]["examples"] == 8
@@ -204,10 +205,13 @@ def test_deleted_checkpoint_index_is_rebuilt_on_resume(
     tiny_model_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
     from qa_finetune.training import callbacks
     from qa_finetune.training.trainer import train
+
+    show_library_logs()  # what the CLI prints
 
     original = callbacks.StepHooks.on_train_batch_end
 
@@ -231,10 +235,10 @@ def test_deleted_checkpoint_index_is_rebuilt_on_resume(
         train(config)
     assert _snapshot(folder) == files
 
-    caplog.set_level(logging.INFO, logger="qa_finetune")
+    capsys.readouterr()
     train(config, resume=True)
     steps = json.loads((_run_dir(config) / "metrics.json").read_text())["steps"]
-    assert f"resuming from step 1 of {steps}" in caplog.messages
+    assert f"resuming from step 1 of {steps}" in capsys.readouterr().out
     # The rebuilt index let the manager rotate checkpoint 1 away as usual.
     assert sorted(p.name for p in folder.iterdir()) == [
         "checkpoint",

@@ -19,6 +19,8 @@ def show_library_logs() -> None:
     """Print the ``qa_finetune`` loggers' messages from INFO up, each as its plain text."""
     logger = logging.getLogger("qa_finetune")
     logger.setLevel(logging.INFO)
+    # Not on to the root logger too: a handler there (absl adds one) would print lines twice.
+    logger.propagate = False
     if not any(isinstance(handler, _Terminal) for handler in logger.handlers):
         handler = _Terminal()
         handler.setFormatter(logging.Formatter("%(message)s"))
