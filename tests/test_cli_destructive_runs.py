@@ -99,7 +99,7 @@ REFUSED: dict[str, tuple[list[str], str]] = {
 def test_refused_train_changes_nothing(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, variant: str
 ) -> None:
-    from qa_finetune.training import train as train_module
+    from qa_finetune.training import trainer as train_module
 
     monkeypatch.setattr(train_module, "prepare", _unreachable)
     _build(tmp_path)
@@ -116,7 +116,7 @@ def test_refused_train_changes_nothing(
 def test_train_after_a_killed_overwrite_puts_the_old_run_back_and_refuses(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training import train as train_module
+    from qa_finetune.training import trainer as train_module
 
     monkeypatch.setattr(train_module, "prepare", _unreachable)
     out = _build(tmp_path)
@@ -148,7 +148,7 @@ def test_train_after_a_killed_overwrite_puts_the_old_run_back_and_refuses(
 def test_resume_and_ask_name_the_moved_aside_run(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training import train as train_module
+    from qa_finetune.training import trainer as train_module
 
     monkeypatch.setattr(train_module, "prepare", _unreachable)
     out = _build(tmp_path)
@@ -223,7 +223,9 @@ def test_a_moved_aside_run_beside_a_run_with_content_stays(
 ) -> None:
     """Killed after the new run's first checkpoint, before the old copy went: a plain train
     keeps both and names the old one; --resume goes on and names it too."""
-    from qa_finetune.training import train as train_module
+    from qa_finetune.cli.logs import show_library_logs
+    from qa_finetune.training import trainer as train_module
+    from qa_finetune.training.run_checks import check_run_dir
 
     monkeypatch.setattr(train_module, "prepare", _unreachable)
     out = _build(tmp_path)
@@ -241,7 +243,9 @@ def test_a_moved_aside_run_beside_a_run_with_content_stays(
         f"to continue it, or choose another --run-name; {note}\n"
     )
     assert _changes(before, _tree(tmp_path)) == {"tiny.yaml"}
-    train_module._check_run_dir(out / "keep", resume=True, overwrite=False)
+    show_library_logs()  # what the CLI prints
+    capsys.readouterr()
+    check_run_dir(out / "keep", resume=True, overwrite=False)
     assert capsys.readouterr().err == f"note: {note}\n"
     assert _changes(before, _tree(tmp_path)) == {"tiny.yaml"}
 
@@ -249,7 +253,7 @@ def test_a_moved_aside_run_beside_a_run_with_content_stays(
 def test_a_moved_aside_run_is_not_put_back_over_the_users_files(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training import train as train_module
+    from qa_finetune.training import trainer as train_module
 
     monkeypatch.setattr(train_module, "prepare", _unreachable)
     out = _build(tmp_path)

@@ -100,7 +100,7 @@ def _config(model_dir: Path, output_dir: Path, train_file: str) -> Any:
 
 
 def test_overwrite_with_missing_data_keeps_the_old_run(tmp_path: Path) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     run_dir = tmp_path / "tiny"
     before = _fake_run(run_dir)
@@ -115,12 +115,12 @@ def test_overwrite_failing_after_model_load_keeps_the_old_run(
 ) -> None:
     from sample_files import sample_data_path
 
-    from qa_finetune.training import train as train_module
+    from qa_finetune.training import trainer as train_module
 
     def boom(*args: Any, **kwargs: Any) -> None:
         raise QAFinetuneError("simulated failure before the first checkpoint")
 
-    monkeypatch.setattr(train_module, "_fit", boom)
+    monkeypatch.setattr(train_module.Trainer, "fit", boom)
     run_dir = tmp_path / "tiny"
     before = _fake_run(run_dir)
     config = _config(tiny_model_dir, tmp_path, str(sample_data_path("train")))

@@ -160,7 +160,7 @@ def test_train_locks_before_it_looks_at_the_folder(
 ) -> None:
     from tiny_runs import tiny_run_config
 
-    from qa_finetune.training import train as train_module
+    from qa_finetune.training import trainer as train_module
 
     seen: list[str] = []
 

@@ -27,7 +27,7 @@ def tiny_config(model_dir: Path, output_dir: Path, **train: Any) -> Config:
 
 @pytest.fixture(scope="module")
 def finished_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     return train(tiny_config(tiny_model_dir, tmp_path_factory.mktemp("runs")))
 
@@ -73,7 +73,7 @@ def test_saved_model_loads_with_transformers_alone(finished_run: Path) -> None:
 
 
 def test_existing_run_is_not_overwritten(finished_run: Path, tiny_model_dir: Path) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     before = (finished_run / "model" / "tf_model.h5").read_bytes()
     with pytest.raises(QAFinetuneError, match="--overwrite"):
@@ -82,7 +82,7 @@ def test_existing_run_is_not_overwritten(finished_run: Path, tiny_model_dir: Pat
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     with pytest.raises(QAFinetuneError, match="nothing to resume"):
         train(tiny_config(tiny_model_dir, tmp_path), resume=True)
@@ -92,7 +92,7 @@ def test_interrupted_run_resumes_to_the_same_total_steps(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from qa_finetune.training import callbacks
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     original = callbacks.StepHooks.on_train_batch_end
 
@@ -117,7 +117,7 @@ def test_interrupted_run_resumes_to_the_same_total_steps(
 
 
 def test_same_seed_same_metrics(finished_run: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     again = train(tiny_config(tiny_model_dir, tmp_path))
     first = json.loads((finished_run / "metrics.json").read_text())
@@ -155,7 +155,9 @@ def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path:
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_training import tiny_config
-        from qa_finetune.training.train import train
+        from qa_finetune.cli.logs import show_library_logs
+        from qa_finetune.training.trainer import train
+        show_library_logs()  # the summary table, as the CLI shows it
         before = load_qa_model(Path({str(tiny_model_dir)!r})).get_weights()
         config = tiny_config(Path({str(tiny_model_dir)!r}), Path({str(tmp_path)!r}),
                              strategy="mirrored", epochs=1)
@@ -186,7 +188,7 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
 
     from qa_finetune.modeling.loading import load_qa_model
     from qa_finetune.publish.export import export_run
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     run_dir = train(tiny_config(tiny_model_dir, tmp_path, epochs=3, keep_model="last"))
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -231,8 +233,10 @@ def test_resume_bookkeeping(
     training time; stale partial checkpoints go; the resumed step is printed."""
     import shutil
 
-    from qa_finetune.training.train import train
+    from qa_finetune.cli.logs import show_library_logs
+    from qa_finetune.training.trainer import train
 
+    show_library_logs()  # what the CLI prints
     run_dir = tmp_path / "tiny"
     shutil.copytree(finished_run, run_dir)
     before = json.loads((run_dir / "metrics.json").read_text())
@@ -295,7 +299,7 @@ def test_damaged_checkpoint_on_resume_names_the_file_and_fix(
 ) -> None:
     import shutil
 
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     run_dir = tmp_path / "tiny"
     shutil.copytree(finished_run, run_dir)
@@ -314,7 +318,7 @@ def test_train_loss_covers_an_epoch_resumed_midway(
     """Interrupted mid-epoch and resumed, the run reports the mean loss of the whole epoch's
     batches (both processes), not the loss of the batches after resuming alone."""
     from qa_finetune.training import callbacks
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     original = callbacks.StepHooks.on_train_batch_end
     per_batch: dict[int, float] = {}  # step -> that batch's own loss
@@ -332,7 +336,8 @@ def test_train_loss_covers_an_epoch_resumed_midway(
 
     config = tiny_config(tiny_model_dir, tmp_path, checkpoint_every_steps=1)
     monkeypatch.setattr(callbacks.StepHooks, "on_train_batch_end", record)
-    from qa_finetune.training.train import Schedule, prepare
+    from qa_finetune.training.prepare import prepare
+    from qa_finetune.training.schedule import Schedule
 
     steps_per_epoch = Schedule.of(config, len(prepare(config).train)).steps_per_epoch
     assert steps_per_epoch >= 3  # so that the interruption falls inside the second epoch

@@ -89,7 +89,7 @@ def test_refusal_names_the_largest_batch_that_fits(minilm_dir: Path) -> None:
 def test_train_refuses_before_any_work_and_memory_check_false_trains(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     monkeypatch.setattr(memory, "available_bytes", lambda: GIB // 2)
     config = tiny_run_config(tiny_model_dir, tmp_path, max_steps=1)

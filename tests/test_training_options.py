@@ -31,7 +31,7 @@ def _history(run_dir: Path) -> list[dict[str, str]]:
 
 
 def test_eval_every_steps_and_early_stopping(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     # A learning rate this small leaves the scores exactly where they started, so the first
     # evaluation is the best one and each later one counts against the patience of 2.
@@ -52,7 +52,7 @@ def test_eval_every_steps_and_early_stopping(tiny_model_dir: Path, tmp_path: Pat
 
 
 def test_max_steps_caps_the_run(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     run_dir = train(tiny_config(tiny_model_dir, tmp_path, epochs=50, max_steps=2))
     metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
@@ -67,7 +67,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(
     import tensorflow as tf
 
     from qa_finetune.training import callbacks
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     # The loss turns NaN at step 3, as a diverging run's would; the guard must see it as is.
     original = callbacks.NanGuard.on_train_batch_end

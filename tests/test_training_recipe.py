@@ -99,11 +99,14 @@ def test_mixed_precision_training_step_scales_the_loss(
 
     from qa_finetune.config import Config
     from qa_finetune.modeling.loading import configure_precision
-    from qa_finetune.training.train import Schedule, _build_model
+    from qa_finetune.training.schedule import Schedule
+    from qa_finetune.training.trainer import Trainer
 
     configure_precision("on")
-    prepared = SimpleNamespace(model_dir=family_model_dir("roberta"))
-    model, _ = _build_model(Config(), prepared, Schedule(4, 4, 0))  # type: ignore[arg-type]
+    trainer = Trainer(Config())
+    trainer.prepared = SimpleNamespace(model_dir=family_model_dir("roberta"))  # type: ignore[assignment]
+    trainer.schedule = Schedule(4, 4, 0)
+    model = trainer.build_model()
     assert isinstance(model.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     batch = {
         "input_ids": np.array([[0, 50, 60, 2, 2, 70, 80, 2]] * 2),
@@ -123,7 +126,7 @@ def test_recipe_mixed_precision_trains_on_cpu(
     import tensorflow as tf
 
     from qa_finetune.config import Config, load_config
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     base = load_config(RECIPE).to_dict()
     base["model"]["name_or_path"] = str(family_model_dir("roberta"))

@@ -44,7 +44,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def finished(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A finished tiny run trained on its own copy of the data files (tests restore them)."""
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     root = tmp_path_factory.mktemp("finished")
     config = _config(tiny_model_dir, root / "runs", root / "data")
@@ -59,16 +59,15 @@ def _run_dir(config: Config) -> Path:
 def test_validation_killed_at_the_last_step_is_redone_on_resume(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from qa_finetune.training.loop import TrainingRun
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import Trainer, train
 
     def killed(*args: Any) -> bool:
         raise KeyboardInterrupt
 
     config = _config(tiny_model_dir, tmp_path)
     run_dir = _run_dir(config)
-    original = TrainingRun.validate
-    monkeypatch.setattr(TrainingRun, "validate", killed)
+    original = Trainer.validate
+    monkeypatch.setattr(Trainer, "validate", killed)
     with pytest.raises(KeyboardInterrupt):
         train(config)
     # The last step's checkpoint was saved before the epoch's validation began.
@@ -78,7 +77,7 @@ def test_validation_killed_at_the_last_step_is_redone_on_resume(
     assert state["history"] == []
     assert not (run_dir / "history.csv").exists() and not (run_dir / "metrics.json").exists()
 
-    monkeypatch.setattr(TrainingRun, "validate", original)
+    monkeypatch.setattr(Trainer, "validate", original)
     train(config, resume=True)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     with (run_dir / "history.csv").open(encoding="utf-8") as handle:
@@ -118,7 +117,7 @@ def test_full_disk_is_named_and_the_partial_checkpoint_goes(
 ) -> None:
     import tensorflow as tf
 
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     original = tf.train.CheckpointManager.save
 
@@ -155,7 +154,10 @@ def test_features_cache_missing_a_part_is_rebuilt(
     part: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
     from qa_finetune.training.prepare import prepare
+
+    show_library_logs()  # what the CLI prints
 
     config = _config(tiny_model_dir, tmp_path)
     first = prepare(config)
@@ -173,7 +175,7 @@ def test_features_cache_missing_a_part_is_rebuilt(
 def test_resume_refuses_a_data_file_changed_under_the_same_path(
     finished: Config, tiny_model_dir: Path
 ) -> None:
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
 
     run_dir = _run_dir(finished)
     train_file = Path(str(finished.data.train_file))
@@ -205,8 +207,11 @@ def test_deleted_checkpoint_index_is_rebuilt_on_resume(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
     from qa_finetune.training import callbacks
-    from qa_finetune.training.train import train
+    from qa_finetune.training.trainer import train
+
+    show_library_logs()  # what the CLI prints
 
     original = callbacks.StepHooks.on_train_batch_end
 

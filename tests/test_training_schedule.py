@@ -72,8 +72,8 @@ def test_time_budget_stops_training_with_validation_and_checkpoint(
 ) -> None:
     from test_training import tiny_config
 
-    import qa_finetune.training.train as training
-    from qa_finetune.training.train import train
+    import qa_finetune.training.trainer as training
+    from qa_finetune.training.trainer import train
 
     widths: list[int] = []
     real_make_dataset = training.make_dataset
@@ -106,7 +106,10 @@ def test_time_budget_stops_training_with_validation_and_checkpoint(
 def test_progress_eta_is_the_budget_when_the_budget_ends_the_run_first(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from qa_finetune.cli.logs import show_library_logs
     from qa_finetune.training.callbacks import ProgressLog
+
+    show_library_logs()  # what the CLI prints
 
     step = {"now": 0}
     left = {"seconds": 3600.0}

@@ -34,6 +34,8 @@ def show_library_logs() -> None:
     """Show the ``qa_finetune`` loggers' INFO lines on stdout and warnings on stderr (once)."""
     logger = logging.getLogger("qa_finetune")
     logger.setLevel(logging.INFO)
+    # Not on to the root logger too: a handler there (absl adds one) would print lines twice.
+    logger.propagate = False
     if not any(isinstance(handler, _Terminal) for handler in logger.handlers):
         logger.addHandler(_Terminal(errors=False))
         logger.addHandler(_Terminal(errors=True))

@@ -45,6 +45,8 @@ def prepare(
     from qa_finetune.cli.prepare_summary import print_prepare_report
     from qa_finetune.training.prepare import prepare as run_prepare
 
+    show_library_logs()
+
     resolved = resolve(
         config,
         set_,

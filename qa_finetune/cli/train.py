@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import (
     ConfigOption,
@@ -78,7 +79,8 @@ def train(
     requested = requested_values(config, flags, set_)
     resolved = apply_overrides(Config(), requested)
     import_tensorflow_quietly()
-    from qa_finetune.training.train import train as run_train
+    show_library_logs()
+    from qa_finetune.training.trainer import train as run_train
 
     run_dir = run_train(resolved, resume=resume, overwrite=overwrite, requested=requested)
     if push_to_hub and repo_id:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 import tf_keras
+
+log = logging.getLogger(__name__)
 
 
 class NanGuard(tf_keras.callbacks.Callback):
@@ -108,8 +111,13 @@ class ProgressLog(tf_keras.callbacks.Callback):
         if budget_left is not None and budget_left < remaining:
             remaining, ends = max(budget_left, 0.0), " (time budget)"
         loss = float((logs or {}).get("loss", float("nan")))
-        print(
-            f"step {step}/{self._total}  loss {loss:.4f}  {rate:.2f} steps/s  "
-            f"ETA {int(remaining // 60)}m{int(remaining % 60):02d}s{ends}",
-            flush=True,
+        log.info(
+            "step %d/%d  loss %.4f  %.2f steps/s  ETA %dm%02ds%s",
+            step,
+            self._total,
+            loss,
+            rate,
+            remaining // 60,
+            remaining % 60,
+            ends,
         )

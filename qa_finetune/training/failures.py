@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs import directory as rundir
 
 # TensorFlow maps ENOSPC to RESOURCE_EXHAUSTED (the type it also uses for out of memory) or
 # wraps it in other errors; only the message tells a full disk apart.
@@ -29,3 +32,16 @@ def is_disk_full(exc: BaseException) -> bool:
 def disk_full_error(where: Path) -> QAFinetuneError:
     """The one line for a full disk under ``where``."""
     return QAFinetuneError(f"no space left on {where}: free space or choose another --output-dir")
+
+
+@contextmanager
+def disk_full_named(run_dir: Path) -> Iterator[None]:
+    """A full disk in the block is one line naming ``run_dir``, not a TensorFlow error; the
+    half-written checkpoint it left is removed."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        rundir.remove_partial_checkpoints(run_dir)
+        raise disk_full_error(run_dir) from None

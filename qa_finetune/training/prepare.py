@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,16 @@ MAP_BATCH_SIZE = 1000
 # Examples per map call (see _windows); a multiple of MAP_BATCH_SIZE, so the batches are the
 # same as in one call.
 MAP_CHUNK_EXAMPLES = 20 * MAP_BATCH_SIZE
+
+log = logging.getLogger(__name__)
+
+
+class CheckedModel(NamedTuple):
+    """A model checked trainable: its directory, its fast tokenizer, the window settings."""
+
+    model_dir: Path
+    tokenizer: Any
+    spec: WindowSpec
 
 
 @dataclass
@@ -99,10 +109,7 @@ def _summarise(
                 found += example_id != last_found
                 last_found = example_id
                 matches += normalize_answer(text) in {normalize_answer(g) for g in golds}
-    answerable = 0
-    for batch in stream_rows(loaded.splits["train"], ["answers"]):
-        texts = pc.struct_field(batch.column("answers"), "text")
-        answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
+    answerable = _answerable(loaded.splits["train"])
     train_lengths = (
         np.concatenate(lengths).astype(np.int64) if lengths else np.zeros(0, dtype=np.int64)
     )
@@ -137,6 +144,17 @@ def _summarise(
             ),
         },
     }
+
+
+def _answerable(examples: Any) -> int:
+    """Examples with at least one gold answer, read from the Arrow file in batches."""
+    import pyarrow.compute as pc
+
+    answerable = 0
+    for batch in stream_rows(examples, ["answers"]):
+        texts = pc.struct_field(batch.column("answers"), "text")
+        answerable += pc.sum(pc.greater(pc.list_value_length(texts), 0)).as_py() or 0
+    return answerable
 
 
 def _build(
@@ -200,7 +218,7 @@ def _windows(examples: Any, function: Any, prefix: Path, settings: dict[str, Any
     return concatenate_datasets(parts)
 
 
-def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
+def check_model(config: Config) -> CheckedModel:
     """The model directory, its fast tokenizer and the window settings, all checked: a model
     without a TF QA head, a slow tokenizer or a window too long for the model fails here,
     before any work is done."""
@@ -208,7 +226,7 @@ def check_model(config: Config) -> tuple[Path, Any, WindowSpec]:
     check_qa_head(model_dir)
     tokenizer = load_tokenizer(model_dir)
     spec = window_spec(tokenizer, config.preprocess.max_length, config.preprocess.stride)
-    return model_dir, tokenizer, spec
+    return CheckedModel(model_dir, tokenizer, spec)
 
 
 def _build_cache(
@@ -245,9 +263,15 @@ def _build_cache(
         raise
 
 
-def prepare(config: Config, force: bool = False) -> PreparedData:
-    """Build (or reuse) the features for ``config`` and return them with their report."""
-    model_dir, tokenizer, spec = check_model(config)
+def prepare(
+    config: Config, force: bool = False, checked: CheckedModel | None = None
+) -> PreparedData:
+    """Build (or reuse) the features for ``config`` and return them with their report.
+
+    ``checked``: ``check_model(config)`` when the caller has it already (its tokenizer is
+    loaded once).
+    """
+    model_dir, tokenizer, spec = checked or check_model(config)
     check_files_exist(config.data)
     digests = data_file_digests(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec, digests)
@@ -261,8 +285,8 @@ def prepare(config: Config, force: bool = False) -> PreparedData:
     except CacheError as exc:
         if not cached:
             raise CacheError(f"{exc}: run `qa-finetune prepare --force` to rebuild it") from None
-        print(f"{exc}: rebuilding it", file=sys.stderr, flush=True)
-        return prepare(config, force=True)
+        log.warning("%s: rebuilding it", exc)
+        return prepare(config, force=True, checked=CheckedModel(model_dir, tokenizer, spec))
     return PreparedData(
         train,
         validation,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.schedule import Schedule
 from qa_finetune.training.tf_data import window_lengths
 
+log = logging.getLogger(__name__)
+
 
 def device_description() -> str:
     """The devices training runs on, for the summary and env.json."""
@@ -30,8 +33,8 @@ def device_description() -> str:
     return f"CPU ({len(os.sched_getaffinity(0))} cores)"
 
 
-def print_summary(config: Config, prepared: PreparedData, schedule: Schedule, **facts: Any) -> None:
-    """The table printed before the first step: model, data, steps, device, run directory."""
+def log_summary(config: Config, prepared: PreparedData, schedule: Schedule, **facts: Any) -> None:
+    """The table shown before the first step: model, data, steps, device, run directory."""
     rows = [
         ("model", f"{config.model.name_or_path} ({prepared.model_dir})"),
         ("parameters", f"{facts['parameters']:,}"),
@@ -48,7 +51,7 @@ def print_summary(config: Config, prepared: PreparedData, schedule: Schedule, **
         ("precision", facts["precision"]),
         ("run directory", facts["run_dir"]),
     ]
-    print(format_table(rows, title="Training"), flush=True)
+    log.info("%s", format_table(rows, title="Training"))
 
 
 def describe_run(
@@ -64,7 +67,7 @@ def describe_run(
     # Each data file by content: --resume refuses data changed under the same path.
     env["data_files"] = prepared.data_files
     write_json(run_dir / "env.json", env)
-    print_summary(config, prepared, schedule, device=device, run_dir=run_dir, **facts)
+    log_summary(config, prepared, schedule, device=device, run_dir=run_dir, **facts)
 
 
 def validation_scores(
@@ -82,11 +85,12 @@ def validation_scores(
         config.data.allow_no_answer,
     )
     scores.pop("predictions")
-    print(
-        f"\nvalidation at step {at_step}: EM {scores['exact_match']:.2f}  "
-        f"F1 {scores['f1']:.2f}  "
-        f"loss {scores['eval_loss']:.4f}",
-        flush=True,
+    log.info(
+        "\nvalidation at step %d: EM %.2f  F1 %.2f  loss %.4f",
+        at_step,
+        scores["exact_match"],
+        scores["f1"],
+        scores["eval_loss"],
     )
     return scores
 
@@ -143,4 +147,4 @@ def finish(
     write_json(run_dir / "prepare_report.json", prepared.report)
     rundir.plot_curves(state.history, run_dir / "curves.png")
     rows = [(k, v) for k, v in metrics.items() if v is not None]
-    print("\n" + format_table(rows, title=f"Finished: {run_dir}"), flush=True)
+    log.info("\n%s", format_table(rows, title=f"Finished: {run_dir}"))

@@ -37,6 +37,19 @@ class Schedule:
             total = min(total, config.train.max_steps)
         return cls(steps_per_epoch, total, int(total * config.train.warmup_ratio))
 
+    def epochs_from(self, start_step: int) -> list[tuple[int, int, int]]:
+        """(epoch, its batches trained before ``start_step``, its batches left) for each epoch
+        from ``start_step``'s to the last, leaving out those with nothing left to train."""
+        per_epoch = self.steps_per_epoch
+        first = start_step // per_epoch
+        plan = []
+        for epoch in range(first, math.ceil(self.total_steps / per_epoch)):
+            done = start_step - epoch * per_epoch if epoch == first else 0
+            steps = min(per_epoch, self.total_steps - epoch * per_epoch)
+            if steps - done > 0:
+                plan.append((epoch, done, steps - done))
+        return plan
+
 
 @tf_keras.utils.register_keras_serializable(package="qa_finetune")
 class ProgressSchedule(tf_keras.optimizers.schedules.LearningRateSchedule):

@@ -1,0 +1,274 @@
+"""``Trainer``: one fine-tuning run, from the checks to a self-describing run directory.
+
+``Trainer.train`` reads top to bottom as the run's phases, and each phase is a method a
+subclass can override: ``load_model`` (the weights to start from), ``compile_model`` (the loss
+and train step), ``epoch_dataset`` (the batches of one epoch), ``validate`` and ``save`` (what
+the callbacks call at each evaluation and checkpoint). ``train`` is the entry point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+import tf_keras
+
+from qa_finetune.config import Config
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
+from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.lock import run_lock
+from qa_finetune.runs.lookup import load_run_config
+from qa_finetune.training import checkpoints
+from qa_finetune.training.bookkeeping import Bookkeeping
+from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
+from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
+from qa_finetune.training.failures import disk_full_named, is_disk_full
+from qa_finetune.training.prepare import CheckedModel, check_model, prepare
+from qa_finetune.training.progress import RunProgress
+from qa_finetune.training.run_checks import check_memory, check_resume_request, check_run_dir
+from qa_finetune.training.schedule import Schedule, TrainingClock, build_optimizer
+from qa_finetune.training.sharding import check_tf_config
+from qa_finetune.training.tf_data import make_dataset, pad_multiple
+
+log = logging.getLogger(__name__)
+
+
+class Trainer(Bookkeeping):
+    """Fine-tunes per ``config`` into its run directory; ``train()`` runs the phases in order.
+
+    ``requested`` holds the values the user gave explicitly; with ``resume`` any of them that
+    differs from the run's recorded config is an error rather than silently ignored. In a
+    multi-worker run the chief writes the run directory; another worker writes a scratch
+    folder (``write_dir``) and resumes from the chief's checkpoint.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        requested: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.resume = resume
+        self.overwrite = overwrite
+        self.requested = requested or {}
+        self.run_dir = rundir.run_directory(config)
+        self.strategy: Any = None
+        self.cluster = Cluster()
+        self.checked: CheckedModel | None = None
+        self.progress = RunProgress()
+
+    def train(self) -> Path:
+        """Run every phase; returns the run directory.
+
+        The run is locked for the whole call (``runs.lock``). Nothing else on disk changes
+        until the data and the model have loaded, except that a run an interrupted
+        ``overwrite`` moved aside is put back first; a run replaced with ``overwrite`` is kept
+        aside until the new run has a checkpoint or a model.
+        """
+        self.join_cluster()
+        # The chief alone writes the run directory, so it alone locks it; the lock comes before
+        # anything looks at the folder, and holds until the run is finished or undone.
+        with run_lock(self.run_dir, "train") if self.cluster.chief else contextlib.nullcontext():
+            self.check()
+            self.prepare_data()
+            self.set_up()
+            self.claim_run_dir()
+            try:
+                with disk_full_named(self.write_dir):
+                    self.open_run()
+                    self.fit()
+                    self.end_training()
+                    if self.cluster.chief:
+                        self.finish()
+            finally:
+                self.release()
+        return self.run_dir
+
+    def join_cluster(self) -> None:
+        """Join a multi-worker cluster first: collective ops are configured once, before
+        anything else starts TensorFlow's runtime."""
+        if self.config.train.strategy == "multi_worker":
+            check_tf_config(os.environ.get("TF_CONFIG"))
+            self.strategy = make_strategy("multi_worker")
+        self.cluster = cluster_of(self.strategy)
+
+    def check(self) -> None:
+        """Refuse, before any work, a model that cannot be trained, a run directory that may not
+        be claimed, a resume that would change the recipe and a batch too big for memory."""
+        checked: CheckedModel | None = check_model(self.config)
+        model_dir = checked.model_dir
+        if self.cluster.chief:
+            check_run_dir(self.run_dir, self.resume, self.overwrite)
+        if self.resume:
+            # The run's own resolved config wins, so resuming cannot silently change the recipe.
+            stored = load_run_config(self.run_dir)
+            check_resume_request(self.run_dir, stored, self.requested)
+            given, self.config = self.config, stored
+            checkpoints.check_same_data(self.run_dir, self.config.data)
+            if _model_settings(given) != _model_settings(stored):
+                checked = None  # prepare checks the run's own model
+        self.checked = checked
+        check_memory(self.config, model_dir, self.cluster.workers)
+
+    def prepare_data(self) -> None:
+        """The features, built or reused from the cache."""
+        self.prepared = prepare(self.config, checked=self.checked)
+        if len(self.prepared.train) == 0:
+            raise QAFinetuneError("no training windows were built: check the training data")
+
+    def set_up(self) -> None:
+        """Seed, precision, strategy and schedule; the model built under the strategy's scope."""
+        train = self.config.train
+        tf_keras.utils.set_random_seed(train.seed)
+        if not has_gpu():
+            # Same seed, data and config on CPU give the same metrics.
+            tf.config.experimental.enable_op_determinism()
+        self.precision = configure_precision(train.mixed_precision)
+        if self.strategy is None:
+            self.strategy = make_strategy(train.strategy)
+        self.schedule = Schedule.of(self.config, len(self.prepared.train))
+        with self.strategy.scope():
+            self.model = self.build_model()
+            self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
+        if self.cluster.shard:
+            # Every replica's loss metric already holds the cluster-wide mean; Keras' default
+            # sums it over replicas in the per-batch logs (2x with two workers).
+            self.model.distribute_reduction_method = "first"
+
+    def build_model(self) -> Any:
+        """The model, its optimizer on the run's schedule, compiled (under the strategy)."""
+        model = self.load_model()
+        optimizer, self.rate = build_optimizer(self.config, self.schedule)
+        self.compile_model(model, optimizer)
+        return model
+
+    def load_model(self) -> Any:
+        """The TF QA model training starts from: the checked model's weights."""
+        return load_qa_model(self.prepared.model_dir)
+
+    def compile_model(self, model: Any, optimizer: Any) -> None:
+        """The loss and train-step seam: ``model.fit`` runs ``model.train_step`` per batch."""
+        # No loss argument: the transformers model computes the QA loss from the label columns.
+        model.compile(optimizer=optimizer, jit_compile=self.config.train.jit_compile)
+
+    def claim_run_dir(self) -> None:
+        """The chief claims the run directory; another worker, a scratch folder."""
+        if self.cluster.chief:
+            self.claim = rundir.claim_run_directory(
+                self.run_dir, resume=self.resume, overwrite=self.overwrite
+            )
+        else:
+            self.claim = worker_claim(self.resume)
+        self.write_dir = self.claim.run_dir
+
+    def release(self) -> None:
+        """Keep or undo the claim (a run that saved nothing is removed, a replaced one put
+        back); a worker's scratch folder goes."""
+        if self.cluster.chief:
+            self.claim.release()
+        else:
+            shutil.rmtree(self.claim.run_dir, ignore_errors=True)
+
+    def fit(self) -> None:
+        """Fit epoch by epoch from the restored step until the schedule ends or a callback
+        stops; running out of memory is one clear error."""
+        # Seconds of earlier processes (a resumed run) plus this one's, kept in every checkpoint.
+        self.progress.start_clock()
+        callbacks = self.callbacks()
+        try:
+            for epoch, skip, steps in self.schedule.epochs_from(self.step()):
+                self.model.fit(
+                    self.epoch_input(epoch, skip),
+                    epochs=epoch + 1,
+                    initial_epoch=epoch,
+                    steps_per_epoch=steps,
+                    callbacks=callbacks,
+                    verbose=1 if self.interactive else 0,
+                )
+                if self.model.stop_training:
+                    break
+        except tf.errors.ResourceExhaustedError as exc:
+            if is_disk_full(exc):  # TensorFlow reports ENOSPC as exhausted resources
+                raise
+            raise QAFinetuneError(
+                f"out of memory at batch size {self.config.train.batch_size}: "
+                "lower --batch-size or --max-length"
+            ) from exc
+
+    def callbacks(self) -> list[Any]:
+        """The fit's callbacks: time budget, NaN guard, validation and checkpoint hooks, plain
+        progress lines where stdout is no terminal (Keras bars where it is), TensorBoard."""
+        train = self.config.train
+        seconds = self.progress.seconds
+        self.nan_guard = NanGuard(self.step)
+        budget = train.max_minutes
+        self.clock = TrainingClock(self.rate, seconds, budget * 60 if budget else None)
+        self.hooks = StepHooks(
+            self.step,
+            save=self.save,
+            validate=self.validate,
+            checkpoint_every=train.checkpoint_every_steps,
+            evaluate_every=train.eval_every_steps,
+            steps_per_epoch=self.schedule.steps_per_epoch,
+        )
+        callbacks: list[Any] = [self.clock, self.nan_guard, self.hooks]
+        self.interactive = os.isatty(1)
+        if not self.interactive:
+            budget_left = (lambda: budget * 60 - seconds()) if budget else None
+            total = self.schedule.total_steps
+            callbacks.append(ProgressLog(self.step, total, budget_left=budget_left))
+        if train.tensorboard:
+            logs = str(self.write_dir / "tensorboard")
+            callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=logs, update_freq=50))
+        return callbacks
+
+    def epoch_input(self, epoch: int, skip: int) -> Any:
+        """``epoch_dataset``, or with several workers each worker's own input pipeline."""
+        if not self.cluster.shard:
+            return self.epoch_dataset(epoch, skip, None)
+        return self.strategy.distribute_datasets_from_function(
+            lambda context: self.epoch_dataset(
+                epoch, skip, (context.num_input_pipelines, context.input_pipeline_id)
+            )
+        )
+
+    def epoch_dataset(self, epoch: int, skip: int, shard: tuple[int, int] | None) -> Any:
+        """The batches of ``epoch`` after its first ``skip`` (trained before a resume). Each
+        epoch has its own seeded, bucketed order, so a resumed run skips exactly the batches
+        it had trained on; ``shard`` (workers, index) keeps one worker's slice of each batch."""
+        config = self.config
+        return make_dataset(
+            self.prepared.train,
+            self.prepared.tokenizer,
+            config.train.batch_size,
+            seed=config.train.seed + epoch,
+            bucketing=config.train.length_bucketing,
+            fixed_length=config.preprocess.max_length if config.train.pad_to_max_length else None,
+            pad_to_multiple_of=pad_multiple(config.train.jit_compile),
+            shard=shard,
+        ).skip(skip)
+
+
+def _model_settings(config: Config) -> tuple[Any, ...]:
+    """What ``check_model`` depends on."""
+    return config.model, config.preprocess.max_length, config.preprocess.stride
+
+
+def train(
+    config: Config,
+    resume: bool = False,
+    overwrite: bool = False,
+    requested: Mapping[str, Any] | None = None,
+) -> Path:
+    """Fine-tune per ``config`` (see ``Trainer``); returns the run directory."""
+    return Trainer(config, resume=resume, overwrite=overwrite, requested=requested).train()
