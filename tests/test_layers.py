@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).parents[1] / "qa_finetune"
 LAYERS = {
     "errors": 0,
     "config": 0,
+    "config_sections": 0,
     "config_values": 0,
     "files": 0,
     "nesting": 0,

