@@ -41,6 +41,8 @@ LAYERS = {
     "training": 5,
     "inference": 5,
     "evaluation": 5,
+    # Cross-validation trains (training) and scores (evaluation) each fold.
+    "crossval": 6,
     "publish": 6,
     "serving": 6,
     "cli": 7,
