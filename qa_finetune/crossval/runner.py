@@ -69,6 +69,11 @@ def plan_crossval(
         "documents": assigned.documents,
     }
     check_settings(root, settings)
+    if config.data.validation_file:
+        log.info(
+            f"Note: {config.data.validation_file} (data.validation_file) is not used: each fold "
+            "validates on its own held-out part"
+        )
     return Plan(config, records, assigned, root, settings)
 
 
