@@ -184,7 +184,7 @@ def _replaced_note(model: str | None) -> str | None:
     if model is None:
         return None
     from qa_finetune.runs import replaced
-    from qa_finetune.runs.directory import MODEL_DIR
+    from qa_finetune.runs.paths import MODEL_DIR
 
     path = Path(os.path.abspath(Path(model).expanduser()))
     run_dir = path.parent if path.name == MODEL_DIR else path

@@ -29,6 +29,7 @@ from qa_finetune.crossval.summary import (
 from qa_finetune.data.folds import Folds, record_folds
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs.directory import has_checkpoint
+from qa_finetune.runs.paths import RunPaths
 
 log = logging.getLogger(__name__)
 
@@ -120,12 +121,12 @@ def fold_config(config: Config, root: Path, fold: int, train: Path, test: Path) 
 
 def finished(run_dir: Path) -> bool:
     """A run that trained to its end: its metrics and its model are written."""
-    return (run_dir / "metrics.json").is_file() and (run_dir / "model").is_dir()
+    return RunPaths(run_dir).metrics.is_file() and RunPaths(run_dir).model.is_dir()
 
 
 def _scores_of(run_dir: Path, test: Path) -> dict[str, Any] | None:
     """The scores ``evaluate`` wrote for the run on ``test``, if it did."""
-    path = run_dir / "eval" / "metrics.json"
+    path = RunPaths(run_dir).eval_metrics
     try:
         metrics = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -155,6 +156,6 @@ def run_fold(config: Config, root: Path, fold: int, train: Path, test: Path) -> 
         str(run_dir),
         data=str(test),
         dataset=None,
-        report_dir=run_dir / "eval",
+        report_dir=RunPaths(run_dir).eval_dir,
         allow_no_answer=config.data.allow_no_answer,
     )

@@ -25,10 +25,11 @@ from qa_finetune.files import check_file, read_text
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.nesting import check_json_depth
 from qa_finetune.runs.ownership import check_output_folder
+from qa_finetune.runs.paths import EVAL_DIR, RunPaths
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OUTPUT = Path("eval")
+DEFAULT_OUTPUT = Path(EVAL_DIR)
 RUNS_ROOT = Path("outputs")
 
 
@@ -148,7 +149,7 @@ def evaluate_model(
     result, windows = _predict_and_score(loaded, examples.records, allow_no_answer)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
-    report_dir = report_dir or (run_dir / "eval" if run_dir is not None else DEFAULT_OUTPUT)
+    report_dir = report_dir or _default_report_dir(run_dir)
     check_report_dir(report_dir)
     write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
@@ -166,6 +167,11 @@ def evaluate_model(
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
+
+
+def _default_report_dir(run_dir: Path | None) -> Path:
+    """A run's own ``eval/``, or ``eval/`` here for a model outside any run."""
+    return RunPaths(run_dir).eval_dir if run_dir is not None else DEFAULT_OUTPUT
 
 
 def _predict_and_score(

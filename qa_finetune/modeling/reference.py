@@ -14,6 +14,7 @@ from typing import Any
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.hub_ids import is_hub_id
 from qa_finetune.modeling.families import HUB_PATTERNS, TOKENIZER_FILES, suggested
+from qa_finetune.runs.paths import RunPaths
 
 
 class ModelReferenceError(QAFinetuneError):
@@ -36,8 +37,8 @@ def _package_model_dir(reference: str) -> Path | None:
 
 
 def _local_model_dir(path: Path) -> Path:
-    if (path / "model" / "config.json").is_file():
-        return path / "model"  # a run directory
+    if (RunPaths(path).model / "config.json").is_file():
+        return RunPaths(path).model  # a run directory
     if (path / "config.json").is_file():
         return path
     raise ModelReferenceError(

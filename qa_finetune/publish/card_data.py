@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.publish.public_paths import public_values
+from qa_finetune.runs.paths import RunPaths
 
 TAGS = ["question-answering", "extractive-qa", "tensorflow", "qa-finetune"]
 # File extensions that the `datasets` loaders know, by loader name (the model-index "type").
@@ -76,8 +77,8 @@ def find_measurements(run_dir: Path, config: dict[str, dict[str, Any]]) -> list[
     data = config.get("data", {})
     found = []
     sources = [
-        ("evaluate", read_json(run_dir / "eval" / "metrics.json"), "data", "total"),
-        ("training", read_json(run_dir / "metrics.json"), "eval_data", "eval_examples"),
+        ("evaluate", read_json(RunPaths(run_dir).eval_metrics), "data", "total"),
+        ("training", read_json(RunPaths(run_dir).metrics), "eval_data", "eval_examples"),
     ]
     for source, metrics, data_key, count_key in sources:
         em, f1 = number(metrics.get("exact_match")), number(metrics.get("f1"))

@@ -27,13 +27,14 @@ from qa_finetune.modeling.formats.qa_config import QA_CONFIG, qa_settings, read_
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
+from qa_finetune.runs.paths import RunPaths
 
 CHECKPOINTS = ("latest", "best")
 
 
 def _architecture_source(run_dir: Path) -> Path:
     """A model directory with the run's architecture: its saved model, else its base model."""
-    saved = run_dir / rundir.MODEL_DIR
+    saved = RunPaths(run_dir).model
     if saved.is_dir():
         return saved
     from qa_finetune.modeling.reference import resolve_model_dir
@@ -51,10 +52,10 @@ def _latest_checkpoint(run_dir: Path) -> tuple[str, int]:
             f"{run_dir} has no training checkpoint: pass a run directory written by "
             "qa-finetune train, or --checkpoint best for its model/"
         )
-    path = tf.train.latest_checkpoint(str(run_dir / rundir.CHECKPOINT_DIR))
+    path = tf.train.latest_checkpoint(str(RunPaths(run_dir).checkpoints))
     if path is None:
         raise QAFinetuneError(
-            f"{run_dir / rundir.CHECKPOINT_DIR} names a checkpoint whose files are missing"
+            f"{RunPaths(run_dir).checkpoints} names a checkpoint whose files are missing"
         )
     return path, int(path.rsplit("-", 1)[-1])
 
@@ -81,7 +82,7 @@ def _load_latest(run_dir: Path, path: str) -> tuple[Any, Path]:
 
 def _best_model_dir(run_dir: Path) -> Path:
     """``RUN/model`` (or ``run_dir`` itself when it is a model folder)."""
-    for candidate in (run_dir / rundir.MODEL_DIR, run_dir):
+    for candidate in (RunPaths(run_dir).model, run_dir):
         if (candidate / "config.json").is_file():
             return candidate
     raise QAFinetuneError(

@@ -29,9 +29,17 @@ from qa_finetune.publish.hub_access import explain_failure, hub_endpoint, resolv
 from qa_finetune.publish.model_card import build_model_card
 from qa_finetune.publish.public_paths import public_path, public_values
 from qa_finetune.runs.ownership import MARKERS, STAGING_MARKER, check_replaceable, write_marker
+from qa_finetune.runs.paths import (
+    CONFIG_FILE,
+    CURVES_FILE,
+    EVAL_DIR,
+    HISTORY_FILE,
+    METRICS_FILE,
+    RunPaths,
+)
 
 # The training record that goes under training/ (checkpoints/ and features/ never do).
-TRAINING_FILES = ("config.yaml", "metrics.json", "history.csv", "curves.png")
+TRAINING_FILES = (CONFIG_FILE, METRICS_FILE, HISTORY_FILE, CURVES_FILE)
 
 
 @dataclass
@@ -47,7 +55,7 @@ class PushResult:
 
 def check_run_dir(run_dir: Path) -> Path:
     """The ``model/`` folder of ``run_dir``, after checking it holds a loadable model."""
-    model_dir = run_dir / "model"
+    model_dir = RunPaths(run_dir).model
     hint = "train one with `qa-finetune train` first"
     if not run_dir.is_dir():
         raise QAFinetuneError(f"run directory {run_dir} does not exist: {hint}")
@@ -115,8 +123,8 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
     staging_dir.mkdir(parents=True, exist_ok=True)
     write_marker(staging_dir, STAGING_MARKER, "qa-finetune push")
     _copy_files(model_dir, staging_dir)
-    if (run_dir / "eval").is_dir():
-        _copy_files(run_dir / "eval", staging_dir / "eval")
+    if RunPaths(run_dir).eval_dir.is_dir():
+        _copy_files(RunPaths(run_dir).eval_dir, staging_dir / EVAL_DIR)
     for name in TRAINING_FILES:
         if (run_dir / name).is_file():
             (staging_dir / "training").mkdir(exist_ok=True)

@@ -28,6 +28,7 @@ from qa_finetune.publish.card_data import (
 )
 from qa_finetune.publish.public_paths import public_values
 from qa_finetune.runs.lookup import recorded_config
+from qa_finetune.runs.paths import RunPaths
 
 # The embedded default model is a packaged copy of a Hub model: the card names the original.
 KNOWN_BASE_MODELS = {DEFAULT_MODEL: "sentence-transformers/all-MiniLM-L6-v2"}
@@ -186,7 +187,7 @@ def _usage(repo_id: str, has_pytorch: bool, has_tf: bool = True) -> list[str]:
 
 def _architecture(run_dir: Path) -> list[str]:
     """The model class and type from ``model/config.json`` (nothing when it is unreadable)."""
-    model_config = read_json(run_dir / "model" / "config.json")
+    model_config = read_json(RunPaths(run_dir).model / "config.json")
     architectures = model_config.get("architectures")
     if not isinstance(architectures, list) or not architectures:
         return []
@@ -203,7 +204,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     base = base_model_id(raw_config.get("model", {}).get("name_or_path"))
     # The whole card is public: the recipe holds local data and output paths.
     config = public_values(raw_config)
-    training = read_json(run_dir / "metrics.json")
+    training = read_json(RunPaths(run_dir).metrics)
     measurements = find_measurements(run_dir, config)
     headline = measurements[0] if measurements else None
 
@@ -229,7 +230,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
         "with it (reading comprehension, document question answering)."
     )
     body += ["", *_limitations(config)]
-    model_dir = run_dir / "model"
+    model_dir = RunPaths(run_dir).model
     has_pytorch = (model_dir / "model.safetensors").is_file()
     # A run without model/ (a card previewed early) gets the TensorFlow snippet, as before.
     has_tf = (model_dir / "tf_model.h5").is_file() or not has_pytorch

@@ -13,9 +13,14 @@ from typing import Any
 from qa_finetune.config import Config
 from qa_finetune.config_values import FEATURES_DIR
 from qa_finetune.errors import QAFinetuneError
-
-CHECKPOINT_DIR = "checkpoints"
-MODEL_DIR = "model"
+from qa_finetune.runs.paths import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    ENV_FILE,
+    HISTORY_FILE,
+    TENSORBOARD_DIR,
+    RunPaths,
+)
 
 
 def run_directory(config: Config) -> Path:
@@ -27,19 +32,19 @@ def run_directory(config: Config) -> Path:
 def has_checkpoint(run_dir: Path) -> bool:
     """An index or checkpoint files: a deleted ``checkpoint`` index leaves intact ``ckpt-N.*``
     files that --resume can still use and a plain train must not take for scaffolding."""
-    folder = run_dir / CHECKPOINT_DIR
+    folder = RunPaths(run_dir).checkpoints
     files = (*folder.glob("ckpt-*.index"), *folder.glob("ckpt-*.data-*"))
     return (folder / "checkpoint").is_file() or any(p.is_file() for p in files)
 
 
 # Files a run writes before its first checkpoint: a folder holding only these has nothing to
 # keep, so a plain ``train`` may reuse it (a run killed before its first checkpoint).
-_SCAFFOLD = {"config.yaml", "env.json", "history.csv", "tensorboard", CHECKPOINT_DIR}
+_SCAFFOLD = {CONFIG_FILE, ENV_FILE, HISTORY_FILE, TENSORBOARD_DIR, CHECKPOINT_DIR}
 
 
 def remove_partial_checkpoints(run_dir: Path) -> list[Path]:
     """Delete ``ckpt-N_temp/`` folders that a process killed mid-save left behind."""
-    folder = run_dir / CHECKPOINT_DIR
+    folder = RunPaths(run_dir).checkpoints
     stale = sorted(p for p in folder.glob("*_temp*") if p.is_dir()) if folder.is_dir() else []
     for path in stale:
         shutil.rmtree(path, ignore_errors=True)
@@ -48,12 +53,12 @@ def remove_partial_checkpoints(run_dir: Path) -> list[Path]:
 
 def has_something_to_keep(run_dir: Path) -> bool:
     """A checkpoint or a saved model: what ``--overwrite`` must not lose for nothing."""
-    return has_checkpoint(run_dir) or (run_dir / MODEL_DIR).exists()
+    return has_checkpoint(run_dir) or RunPaths(run_dir).model.exists()
 
 
 def _is_abandoned(run_dir: Path) -> bool:
     """Only the scaffolding of a run that never reached a checkpoint or a model."""
-    if not (run_dir / "config.yaml").is_file() or has_something_to_keep(run_dir):
+    if not RunPaths(run_dir).config.is_file() or has_something_to_keep(run_dir):
         return False
     return all(p.name in _SCAFFOLD or p.name.endswith(".tmp") for p in run_dir.iterdir())
 
@@ -77,7 +82,7 @@ def _output_root_parts(run_dir: Path) -> list[str]:
     for path in sorted(run_dir.iterdir()):
         hidden = path.name.startswith(".") and path.name.endswith((".replaced", ".lock"))
         if hidden or (
-            path.is_dir() and (path.name == FEATURES_DIR or (path / "config.yaml").exists())
+            path.is_dir() and (path.name == FEATURES_DIR or RunPaths(path).config.exists())
         ):
             found.append(path.name + ("/" if path.is_dir() else ""))
     return found

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs.paths import RunPaths
 
 # Taking the lock retries when the holder removed the file between our open and our lock.
 _ATTEMPTS = 5
@@ -105,12 +106,11 @@ def lock_run_of(path: Path, command: str) -> contextlib.AbstractContextManager[P
     """The lock of the run ``path`` belongs to (a run directory, or its ``model/``); no lock
     for a folder that is no run and that no process is training into, nor for a run in a
     folder this user cannot write (no ``train`` of theirs can be changing it)."""
-    from qa_finetune.runs.directory import MODEL_DIR
-    from qa_finetune.runs.lookup import CONFIG_FILE
+    from qa_finetune.runs.paths import MODEL_DIR
 
     path = Path(os.path.abspath(path))
     run_dir = path.parent if path.name == MODEL_DIR else path
-    is_run = (run_dir / CONFIG_FILE).is_file() or lock_path(run_dir).exists()
+    is_run = RunPaths(run_dir).config.is_file() or lock_path(run_dir).exists()
     if is_run and os.access(run_dir.parent, os.W_OK):
         return run_lock(run_dir, command)
     return contextlib.nullcontext()

@@ -10,13 +10,12 @@ import yaml
 
 from qa_finetune.config import Config, load_config
 from qa_finetune.errors import InferenceError, QAFinetuneError
-
-CONFIG_FILE = "config.yaml"
+from qa_finetune.runs.paths import CONFIG_FILE, MODEL_DIR, RunPaths
 
 
 def load_run_config(run_dir: Path) -> Config:
     """The resolved config a run recorded, checked like any config (errors name the key)."""
-    return load_config(Path(run_dir) / CONFIG_FILE)
+    return load_config(RunPaths(Path(run_dir)).config)
 
 
 def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -26,7 +25,7 @@ def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
     from qa_finetune.nesting import load_yaml
 
     try:
-        text = (Path(run_dir) / CONFIG_FILE).read_text(encoding="utf-8")
+        text = RunPaths(Path(run_dir)).config.read_text(encoding="utf-8")
         value = load_yaml(text, CONFIG_FILE, ConfigLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError, QAFinetuneError):
         return {}
@@ -42,7 +41,7 @@ def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
 def run_dir_of(model_dir: Path) -> Path | None:
     """The run directory that holds ``model_dir`` (``RUN/model`` with ``RUN/config.yaml``)."""
     parent = model_dir.parent
-    if model_dir.name == "model" and (parent / CONFIG_FILE).is_file():
+    if model_dir.name == MODEL_DIR and RunPaths(parent).config.is_file():
         return parent
     return None
 
@@ -56,7 +55,7 @@ def run_config(model_dir: Path) -> Config | None:
     run_dir = run_dir_of(model_dir)
     if run_dir is None:
         return None
-    path = run_dir / CONFIG_FILE
+    path = RunPaths(run_dir).config
     try:
         return load_run_config(run_dir)
     except (OSError, QAFinetuneError) as exc:
@@ -76,7 +75,7 @@ def latest_run(output_dir: Path) -> Path:
         [
             p
             for p in output_dir.iterdir()
-            if not p.name.startswith(".") and (p / "model" / "config.json").is_file()
+            if not p.name.startswith(".") and (RunPaths(p).model / "config.json").is_file()
         ]
         if output_dir.is_dir()
         else []
@@ -85,4 +84,4 @@ def latest_run(output_dir: Path) -> Path:
         raise InferenceError(
             f"no trained run in {output_dir}/: train one with `qa-finetune train` or pass --model"
         )
-    return max(runs, key=lambda p: (p / "model" / "config.json").stat().st_mtime)
+    return max(runs, key=lambda p: (RunPaths(p).model / "config.json").stat().st_mtime)

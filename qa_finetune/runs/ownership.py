@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs.paths import PREPARE_REPORT_FILE, RunPaths
 
 # Written into every folder `qa-finetune export` makes; holds the format.
 EXPORT_MARKER = ".qa-finetune-export"
@@ -22,17 +23,17 @@ MARKERS = (EXPORT_MARKER, STAGING_MARKER)
 
 def is_run_directory(path: Path) -> bool:
     """A run directory: ``config.yaml`` beside ``checkpoints/`` or ``model/``."""
-    return (path / "config.yaml").is_file() and (
-        (path / "checkpoints").is_dir() or (path / "model").is_dir()
+    return RunPaths(path).config.is_file() and (
+        RunPaths(path).checkpoints.is_dir() or RunPaths(path).model.is_dir()
     )
 
 
 def is_feature_cache(path: Path) -> bool:
     """The ``features/`` folder of an output root, or one fingerprint folder in it."""
-    if (path / "prepare_report.json").is_file():
+    if (path / PREPARE_REPORT_FILE).is_file():
         return True
     return path.name == "features" and any(
-        (child / "prepare_report.json").is_file() for child in _folders(path)
+        (child / PREPARE_REPORT_FILE).is_file() for child in _folders(path)
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.paths import METRICS_FILE, MODEL_DIR, RunPaths
 
 _CHECKPOINT_STEP = re.compile(r'model_checkpoint_path:\s*"[^"]*?(\d+)"')
 
@@ -46,14 +47,14 @@ def restore_replaced(run_dir: Path) -> Path | None:
 def describe(run_dir: Path) -> str:
     """What a run folder holds, in a few words: its model, its checkpoint's step."""
     parts = []
-    if (run_dir / rundir.MODEL_DIR).is_dir():
-        parts.append(f"{rundir.MODEL_DIR}/")
-    index = run_dir / rundir.CHECKPOINT_DIR / "checkpoint"
+    if RunPaths(run_dir).model.is_dir():
+        parts.append(f"{MODEL_DIR}/")
+    index = RunPaths(run_dir).checkpoints / "checkpoint"
     if index.is_file():
         found = _CHECKPOINT_STEP.search(index.read_text(encoding="utf-8", errors="replace"))
         parts.append(f"a checkpoint at step {found.group(1)}" if found else "a checkpoint")
-    if (run_dir / "metrics.json").is_file():
-        parts.append("metrics.json")
+    if RunPaths(run_dir).metrics.is_file():
+        parts.append(METRICS_FILE)
     return ", ".join(parts) or "no model or checkpoint"
 
 

@@ -18,7 +18,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
-from qa_finetune.runs.lookup import CONFIG_FILE
+from qa_finetune.runs.paths import RunPaths
 from qa_finetune.training import checkpoints, results
 from qa_finetune.training.callbacks import NanGuard, StepHooks
 from qa_finetune.training.cluster import Cluster
@@ -50,8 +50,8 @@ class Bookkeeping:
     def open_run(self) -> None:
         """Record the config, drop half-written checkpoints, restore the last one (a resume);
         then env.json and the summary table."""
-        folder = self.write_dir / rundir.CHECKPOINT_DIR
-        write_text_atomic(self.write_dir / CONFIG_FILE, self.config.to_yaml())
+        folder = RunPaths(self.write_dir).checkpoints
+        write_text_atomic(RunPaths(self.write_dir).config, self.config.to_yaml())
         rundir.remove_partial_checkpoints(self.write_dir)
         if not self.claim.created and self.cluster.chief:
             checkpoints.recover_index(self.write_dir, checkpoints.resume_fix(folder))
@@ -59,7 +59,7 @@ class Bookkeeping:
         if not self.claim.created:
             source = self.write_dir if self.cluster.chief else rundir.run_directory(self.config)
             reader = tf.train.CheckpointManager(
-                self.checkpoint, str(source / rundir.CHECKPOINT_DIR), max_to_keep=1
+                self.checkpoint, str(RunPaths(source).checkpoints), max_to_keep=1
             )
             state, restored = checkpoints.restore(reader, self.checkpoint, source)
             log.info("resuming from step %d of %d", restored, self.schedule.total_steps)
@@ -126,7 +126,7 @@ class Bookkeeping:
         best, stop = self.progress.record(row, train.early_stopping_patience)
         results.write_history(self.write_dir, self.progress.state.history)
         if best and train.keep_model == "best" and self.cluster.chief:
-            model_dir = self.write_dir / rundir.MODEL_DIR
+            model_dir = RunPaths(self.write_dir).model
             save_model_atomic(self.model, self.prepared.tokenizer, model_dir)
         return stop
 

@@ -14,6 +14,7 @@ from qa_finetune.data.loading import check_files_exist
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.paths import RunPaths
 from qa_finetune.training.feature_cache import data_file_digests
 
 STATE_FILE = "state-{number}.json"
@@ -43,7 +44,7 @@ class TrainState:
 
 def state_path(run_dir: Path, number: int | str) -> Path:
     """The state file that goes with checkpoint ``number`` of ``run_dir``."""
-    return run_dir / rundir.CHECKPOINT_DIR / STATE_FILE.format(number=number)
+    return RunPaths(run_dir).checkpoints / STATE_FILE.format(number=number)
 
 
 def save_checkpoint(
@@ -88,7 +89,7 @@ def _complete(folder: Path, number: int) -> bool:
 def recover_index(run_dir: Path, fix: str) -> None:
     """Write a missing ``checkpoints/checkpoint`` index naming the newest complete checkpoint,
     so a deleted index does not make a run's intact checkpoints unusable."""
-    folder = run_dir / rundir.CHECKPOINT_DIR
+    folder = RunPaths(run_dir).checkpoints
     if (folder / INDEX_FILE).is_file():
         return
     numbers = sorted(
@@ -120,7 +121,7 @@ def recover_index(run_dir: Path, fix: str) -> None:
 def check_same_data(run_dir: Path, data: Any) -> None:
     """Refuse to resume on a data file whose content changed since the run started."""
     try:
-        env = json.loads((run_dir / "env.json").read_text(encoding="utf-8"))
+        env = json.loads(RunPaths(run_dir).env.read_text(encoding="utf-8"))
         recorded = {split: dict(files) for split, files in env["data_files"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return  # written before data files were recorded: nothing to compare with
@@ -144,7 +145,7 @@ def restore(
     A damaged checkpoint (half-written by a killed process, truncated, edited) is one clear
     error naming the file and the fix, never a TensorFlow traceback.
     """
-    folder = run_dir / rundir.CHECKPOINT_DIR
+    folder = RunPaths(run_dir).checkpoints
     fix = resume_fix(folder)
     try:
         path = manager.latest_checkpoint

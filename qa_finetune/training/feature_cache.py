@@ -17,13 +17,14 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.windows import WindowSpec
 from qa_finetune.files import write_json
 from qa_finetune.modeling.reference import tokenizer_fingerprint
+from qa_finetune.runs.paths import PREPARE_REPORT_FILE
 
 # Bump when the feature layout changes, so old caches are rebuilt. 2: byte-level BPE offsets
 # trimmed once, context offsets without edge whitespace.
 FEATURE_FORMAT = 2
 # Inside a cache's staging folder: the examples and windows while they are built.
 WORK_DIR = "work"
-REPORT_FILE = "prepare_report.json"
+REPORT_FILE = PREPARE_REPORT_FILE  # the same name in a run directory
 
 
 def _file_digest(path: str) -> str:

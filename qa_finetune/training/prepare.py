@@ -21,6 +21,7 @@ from qa_finetune.modeling.reference import (
 )
 from qa_finetune.training.failures import disk_full_error, is_disk_full
 from qa_finetune.training.feature_cache import (
+    REPORT_FILE,
     WORK_DIR,
     CacheError,
     data_file_digests,
@@ -186,7 +187,7 @@ def prepare(
     digests = data_file_digests(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec, digests)
     cache_dir = features_root(config) / fingerprint
-    cached = not force and (cache_dir / "prepare_report.json").is_file()
+    cached = not force and (cache_dir / REPORT_FILE).is_file()
     if not cached:
         _build_cache(config, cache_dir, tokenizer, spec, fingerprint, replace=force)
     # Fresh or reused, the features are read back memory-mapped from the cache.

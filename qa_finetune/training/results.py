@@ -16,6 +16,7 @@ from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.paths import RunPaths
 from qa_finetune.tables import format_table
 from qa_finetune.training.checkpoints import TrainState
 from qa_finetune.training.prepare import PreparedData
@@ -66,7 +67,7 @@ def describe_run(
     env = rundir.environment(device, config.train.seed, prepared.fingerprint, facts["precision"])
     # Each data file by content: --resume refuses data changed under the same path.
     env["data_files"] = prepared.data_files
-    write_json(run_dir / "env.json", env)
+    write_json(RunPaths(run_dir).env, env)
     log_summary(config, prepared, schedule, device=device, run_dir=run_dir, **facts)
 
 
@@ -102,7 +103,7 @@ def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(history)
-    write_text_atomic(run_dir / "history.csv", text.getvalue())
+    write_text_atomic(RunPaths(run_dir).history, text.getvalue())
 
 
 def finish(
@@ -118,8 +119,8 @@ def finish(
     """Write metrics, curves and the model (when no validation chose one, or the last
     weights are the ones to keep)."""
     keep_last = config.train.keep_model == "last"
-    if keep_last or not (run_dir / rundir.MODEL_DIR).exists():
-        save_model_atomic(model, tokenizer, run_dir / rundir.MODEL_DIR)
+    if keep_last or not RunPaths(run_dir).model.exists():
+        save_model_atomic(model, tokenizer, RunPaths(run_dir).model)
     best = state.best_metrics
     # The scores describe the weights in model/: the final evaluation when those are kept.
     kept = state.history[-1] if keep_last and state.history else best
@@ -143,8 +144,8 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
-    write_json(run_dir / "metrics.json", metrics)
-    write_json(run_dir / "prepare_report.json", prepared.report)
-    rundir.plot_curves(state.history, run_dir / "curves.png")
+    write_json(RunPaths(run_dir).metrics, metrics)
+    write_json(RunPaths(run_dir).prepare_report, prepared.report)
+    rundir.plot_curves(state.history, RunPaths(run_dir).curves)
     rows = [(k, v) for k, v in metrics.items() if v is not None]
     log.info("\n%s", format_table(rows, title=f"Finished: {run_dir}"))

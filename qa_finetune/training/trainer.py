@@ -25,6 +25,7 @@ from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_m
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.lock import run_lock
 from qa_finetune.runs.lookup import load_run_config
+from qa_finetune.runs.paths import RunPaths
 from qa_finetune.training import checkpoints
 from qa_finetune.training.bookkeeping import Bookkeeping
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
@@ -228,7 +229,7 @@ class Trainer(Bookkeeping):
             total = self.schedule.total_steps
             callbacks.append(ProgressLog(self.step, total, budget_left=budget_left))
         if train.tensorboard:
-            logs = str(self.write_dir / "tensorboard")
+            logs = str(RunPaths(self.write_dir).tensorboard)
             callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=logs, update_freq=50))
         return callbacks
 
