@@ -9,7 +9,9 @@ nesting also comes from indentation, is checked on its parser's events before it
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
@@ -111,6 +113,22 @@ def check_json_depth(
     elif text.count(b"[") + text.count(b"{") <= MAX_DEPTH:
         return
     JsonDepth(where, error, first_line=first_line).feed(text)
+
+
+def load_json(
+    text: str | bytes,
+    where: str,
+    invalid: Callable[[json.JSONDecodeError], str],
+    error: type[QAFinetuneError] = QAFinetuneError,
+    first_line: int | None = 1,
+) -> Any:
+    """JSON ``text`` parsed once its nesting is checked (see ``check_json_depth``); a syntax
+    error is one ``error`` line, the text ``invalid`` makes of it."""
+    check_json_depth(text, where, error, first_line=first_line)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(invalid(exc)) from None
 
 
 def load_yaml(

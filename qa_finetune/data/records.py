@@ -18,7 +18,7 @@ from typing import Any
 from qa_finetune.config import DataConfig
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import check_file, read_text
-from qa_finetune.nesting import check_json_depth
+from qa_finetune.nesting import check_json_depth, load_json
 
 FLAT_SUFFIXES = {".jsonl", ".csv", ".parquet", ".json"}
 
@@ -128,13 +128,13 @@ def _normalise_answers(value: Any, where: str = "answers") -> dict[str, list[Any
 
 def json_line(path: Path, line_number: int, line: str) -> dict[str, Any]:
     """One JSON Lines row, or a ``DataError`` naming the file and line."""
-    check_json_depth(line, str(path), DataError, first_line=line_number)
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it"
-        ) from None
+    row = load_json(
+        line,
+        str(path),
+        lambda exc: f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it",
+        DataError,
+        first_line=line_number,
+    )
     if not isinstance(row, Mapping):
         raise DataError(f"{path}:{line_number}: each line must be a JSON object")
     return dict(row)

@@ -9,7 +9,6 @@ report folder: ``metrics.json``, ``predictions.json`` (official ``{id: answer}``
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.evaluation.results import finish, write_predictions
 from qa_finetune.files import check_file, read_text
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
-from qa_finetune.nesting import check_json_depth
+from qa_finetune.nesting import load_json
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
 
@@ -191,13 +190,12 @@ def _predict_and_score(
 
 def _json_object(path: Path, text: str, shape: str, fix: str = "") -> dict[str, Any]:
     """``text`` (read from ``path``) as one JSON object, or an error naming the file."""
-    check_json_depth(text, str(path), EvaluationError)
-    try:
-        values = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise EvaluationError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}){fix}"
-        ) from None
+    values = load_json(
+        text,
+        str(path),
+        lambda exc: f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}){fix}",
+        EvaluationError,
+    )
     if not isinstance(values, dict):
         raise EvaluationError(f"{path} must hold one JSON object {shape}")
     return values

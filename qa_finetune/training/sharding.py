@@ -59,19 +59,16 @@ def check_tf_config(raw: str | None) -> None:
     """The ``TF_CONFIG`` environment value that ``train.strategy=multi_worker`` reads: a
     cluster of ``host:port`` lists and this worker's task in it (TensorFlow fails deep inside
     the strategy, or takes a missing one for a cluster without tasks)."""
-    import json
-
-    from qa_finetune.nesting import check_json_depth
+    from qa_finetune.nesting import load_json
 
     if not raw or not raw.strip():
         raise QAFinetuneError(f"train.strategy=multi_worker needs TF_CONFIG: {_TF_CONFIG_FIX}")
-    check_json_depth(raw, "TF_CONFIG", first_line=None)
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise QAFinetuneError(
-            f"TF_CONFIG is not valid JSON ({exc.msg}): {_TF_CONFIG_FIX}"
-        ) from None
+    value = load_json(
+        raw,
+        "TF_CONFIG",
+        lambda exc: f"TF_CONFIG is not valid JSON ({exc.msg}): {_TF_CONFIG_FIX}",
+        first_line=None,
+    )
     problem = _tf_config_problem(value)
     if problem:
         raise QAFinetuneError(f"TF_CONFIG {problem}: {_TF_CONFIG_FIX}")
