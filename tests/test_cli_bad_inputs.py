@@ -8,13 +8,13 @@ the suite runs as root, so unwritable folders are made with a file where a folde
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from bad_input_files import digests
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
@@ -324,20 +324,11 @@ ROWS: dict[str, Row] = {
 }
 
 
-def _digests(root: Path, names: tuple[str, ...]) -> dict[str, str]:
-    return {
-        name: hashlib.sha256((root / name).read_bytes()).hexdigest()
-        if (root / name).is_file()
-        else "missing"
-        for name in names
-    }
-
-
 @pytest.mark.parametrize("name", list(ROWS))
 def test_bad_input(name: str, tmp_path: Path) -> None:
     row = ROWS[name]
     row.setup(tmp_path)
-    before = _digests(tmp_path, row.unchanged)
+    before = digests(tmp_path, row.unchanged)
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in row.args]
     result = CliRunner().invoke(app, args, input=row.stdin)
     output = result.stderr if row.code else result.stdout
@@ -348,6 +339,6 @@ def test_bad_input(name: str, tmp_path: Path) -> None:
         errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and "Traceback" not in result.output, result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert _digests(tmp_path, row.unchanged) == before
+    assert digests(tmp_path, row.unchanged) == before
     assert "missing" not in before.values()
     assert not [name for name in row.absent if (tmp_path / name).exists()]

@@ -7,7 +7,6 @@ Every row fails before a model loads, so the matrix runs in seconds.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any
 import huggingface_hub
 import pytest
 import requests
+from bad_input_files import digests
 from test_publish_hub import REPO_ID, TOKEN, make_run_dir
 from typer.testing import CliRunner
 
@@ -204,21 +204,17 @@ ROWS: dict[str, Row] = {
 }
 
 
-def _digests(root: Path, names: tuple[str, ...]) -> dict[str, str]:
-    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in names}
-
-
 @pytest.mark.parametrize("name", list(ROWS))
 def test_bad_input_gets_one_exact_line(name: str, tmp_path: Path) -> None:
     row = ROWS[name]
     row.setup(tmp_path)
-    before = _digests(tmp_path, row.unchanged)
+    before = digests(tmp_path, row.unchanged)
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in row.args]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines() == [row.line.replace("{tmp}", str(tmp_path))]
     assert result.stdout == ""
-    assert _digests(tmp_path, row.unchanged) == before
+    assert digests(tmp_path, row.unchanged) == before
     assert [p for pattern in row.absent for p in tmp_path.glob(pattern)] == []
 
 
@@ -300,7 +296,7 @@ def test_token_with_a_line_break_is_named_before_any_call(
     # The Hub client is never built: the token is refused before any call.
     monkeypatch.setattr(huggingface_hub, "HfApi", forbidden)
     run_dir = make_run_dir(tmp_path)
-    before = _digests(run_dir, ("model/tf_model.h5", "metrics.json", "config.yaml"))
+    before = digests(run_dir, ("model/tf_model.h5", "metrics.json", "config.yaml"))
     broken = f"{TOKEN[:12]}\n{TOKEN[12:]}"
     for args, env, source in (
         (["--token", broken], {}, "--token"),
@@ -315,7 +311,7 @@ def test_token_with_a_line_break_is_named_before_any_call(
             f"error: the Hub token from {source} holds a space, line break or control "
             "character: paste it again as one line (letters, digits and punctuation only)"
         ]
-    assert _digests(run_dir, ("model/tf_model.h5", "metrics.json", "config.yaml")) == before
+    assert digests(run_dir, ("model/tf_model.h5", "metrics.json", "config.yaml")) == before
 
 
 def _http_error(status: int, text: str) -> requests.HTTPError:

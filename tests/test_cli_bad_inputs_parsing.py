@@ -6,13 +6,13 @@ exit 0 it must reach), and the files that must come through unchanged.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from bad_input_files import digests
 from test_cli_bad_inputs import RECORD, SQUAD, both, files, run_dir
 from typer.testing import CliRunner
 
@@ -245,21 +245,12 @@ ROWS: dict[str, Row] = {
 }
 
 
-def _digests(root: Path, names: tuple[str, ...]) -> dict[str, str]:
-    return {
-        name: hashlib.sha256((root / name).read_bytes()).hexdigest()
-        if (root / name).is_file()
-        else "missing"
-        for name in names
-    }
-
-
 @pytest.mark.parametrize("name", list(ROWS))
 def test_bad_input(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     row = ROWS[name]
     row.setup(tmp_path)
     monkeypatch.chdir(tmp_path)  # a path taken literally would land here
-    before = _digests(tmp_path, row.unchanged)
+    before = digests(tmp_path, row.unchanged)
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in row.args]
     env = {key: value.replace("{tmp}", str(tmp_path)) for key, value in row.env.items()}
     result = CliRunner().invoke(app, args, env=env)
@@ -273,7 +264,7 @@ def test_bad_input(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     else:
         assert fragment in result.stdout, result.stdout
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert _digests(tmp_path, row.unchanged) == before
+    assert digests(tmp_path, row.unchanged) == before
     assert "missing" not in before.values()
     assert not [name for name in row.absent if (tmp_path / name).exists()]
 
