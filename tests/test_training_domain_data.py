@@ -28,8 +28,9 @@ def _domain_config(model_dir: Path, root: Path, **train: Any) -> Config:
     data.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(sample_data_path("validation"), data / "squad-dev.json")
     shutil.copyfile(sample_data_path("train"), data / "held out.json")
+    shutil.copyfile(sample_data_path("validation"), data / "general.json")
     values = tiny_run_config(model_dir, root / "runs", train_samples=32, **train).to_dict()
-    values["data"].update(replay_file=str(sample_data_path("validation")), replay_fraction=FRACTION)
+    values["data"].update(replay_file=str(data / "general.json"), replay_fraction=FRACTION)
     values["preprocess"]["negative_windows"] = 1
     values["train"]["monitor_files"] = f"{data / 'squad-dev.json'},{data / 'held out.json'}"
     return Config.from_dict(values)
@@ -151,7 +152,7 @@ def test_monitor_files_are_scored_at_each_validation(domain_run: Any) -> None:
     assert set(domain_run.prepared.monitors) == {"squad-dev", "held_out"}
     assert (domain_run.run_dir / "curves.png").is_file()
     env = json.loads((domain_run.run_dir / "env.json").read_text())
-    assert [Path(name).name for name, _ in env["data_files"]["replay"]] == ["validation.json"]
+    assert [Path(name).name for name, _ in env["data_files"]["replay"]] == ["general.json"]
 
 
 def test_features_are_cached_and_sampling_stays_out_of_the_fingerprint(
@@ -211,6 +212,17 @@ def test_a_resumed_run_skips_exactly_the_batches_it_trained(
     assert fed == _windows(domain_run.epoch_dataset(1, 0, None))[2 * 8 :]
     metrics = json.loads((resumed.run_dir / "metrics.json").read_text())
     assert metrics["steps"] == 2 * per_epoch
+
+    # A replay file changed or gone since the run started: --resume refuses, in one line.
+    from qa_finetune.training.checkpoints import check_same_data
+
+    general = Path(str(config.data.replay_file))
+    general.write_text(general.read_text(encoding="utf-8") + " ", encoding="utf-8")
+    with pytest.raises(QAFinetuneError, match=r"general\.json changed since"):
+        check_same_data(resumed.run_dir, config.data)
+    general.unlink()
+    with pytest.raises(QAFinetuneError, match=r"data file not found: .*data\.replay_file"):
+        check_same_data(resumed.run_dir, config.data)
 
 
 @pytest.mark.parametrize(

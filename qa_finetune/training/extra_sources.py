@@ -47,11 +47,8 @@ def monitor_configs(config: Config) -> dict[str, Config]:
     }
 
 
-def check_extra_files(config: Config) -> None:
-    """Fail before any work when a replay or monitor file is missing."""
-    for option, files in (
-        ("data.replay_file", config.data.replay_file),
-        ("train.monitor_files", config.train.monitor_files),
-    ):
-        for name in split_paths(files or ""):
-            check_file(Path(name), "data file", option, DataError)
+def check_monitor_files(config: Config) -> None:
+    """Fail before any work when a monitor file is missing (``data.check_files_exist`` checks
+    the replay files with the run's own)."""
+    for name in split_paths(config.train.monitor_files or ""):
+        check_file(Path(name), "data file", "train.monitor_files", DataError)

@@ -19,7 +19,7 @@ from qa_finetune.modeling.reference import (
     load_tokenizer,
     resolve_model_dir,
 )
-from qa_finetune.training.extra_sources import check_extra_files, monitor_configs, replay_config
+from qa_finetune.training.extra_sources import check_monitor_files, monitor_configs, replay_config
 from qa_finetune.training.failures import disk_full_error, is_disk_full
 from qa_finetune.training.feature_cache import (
     WORK_DIR,
@@ -191,7 +191,7 @@ def prepare(
     """
     model_dir, tokenizer, spec = checked or check_model(config)
     check_files_exist(config.data)
-    check_extra_files(config)
+    check_monitor_files(config)
     digests = data_file_digests(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec, digests)
     cache_dir = features_root(config) / fingerprint
