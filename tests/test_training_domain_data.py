@@ -262,11 +262,17 @@ def test_a_missing_file_is_one_line_and_leaves_nothing_behind(
 
 
 def test_zero_negative_windows_keep_the_answer_windows_alone(
-    tiny_model_dir: Path, tmp_path: Path
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     values = tiny_run_config(tiny_model_dir, tmp_path / "runs").to_dict()
     values["preprocess"]["negative_windows"] = 0
-    trainer = _prepared_trainer(Config.from_dict(values))
+    with caplog.at_level("INFO", logger="qa_finetune"):
+        trainer = _prepared_trainer(Config.from_dict(values))
+    answers = int(trainer.epoch_windows.has_answer.sum())
+    assert (
+        f"epoch windows: {answers} in-domain ({answers} answer windows, 0 sampled without), "
+        "0 replay"
+    ) in caplog.messages
     # Zero keeps the answer windows alone, in every epoch.
     kept = trainer.epoch_windows.in_domain(0)
     assert trainer.epoch_windows.has_answer[kept].all()
