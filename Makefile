@@ -1,4 +1,4 @@
-# Everything bootstraps from a fresh clone with only Python 3.10+ installed.
+# Everything bootstraps from a fresh clone with only Python 3.11+ installed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

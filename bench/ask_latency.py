@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +203,7 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}; Python "
         f"{platform.python_version()}, TensorFlow {tf.__version__}, transformers "
         f"{transformers.__version__}, NumPy {np.__version__}; "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC."
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
     )
     print(f"Command: python bench/ask_latency.py {' '.join(sys.argv[1:])}")
 

@@ -22,7 +22,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 # Run as a script from the repository root: make `bench` and `qa_finetune` importable.
@@ -233,7 +233,7 @@ def main() -> None:
     print(
         f"Machine: {os.cpu_count()} cores, {cpu_model()}, load average "
         f"{os.getloadavg()[0]:.1f}; Python {platform.python_version()}, NumPy {np.__version__}; "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC."
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
     )
 
 

@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ def main() -> None:
         f"\nMachine: {os.cpu_count()} cores, {cpu_model()}, {device}, load average "
         f"{os.getloadavg()[0]:.1f}; Python "
         f"{platform.python_version()}, TensorFlow {tf.__version__}, NumPy {np.__version__}; "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC."
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
         f"\nCommand: python bench/predict_throughput.py {' '.join(sys.argv[1:])}"
     )
 

@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -441,7 +441,7 @@ def context_line() -> str:
         f"context: load average {load} at the end; transformers {transformers.__version__}, "
         f"tokenizers {tokenizers.__version__}, NumPy {np.__version__}; "
         f"TOKENIZERS_PARALLELISM={os.environ.get('TOKENIZERS_PARALLELISM', '(unset)')}; "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     )
 
 

@@ -1,7 +1,8 @@
 """The package's layers, read from the source: every import points down, and none loops.
 
 From the bottom: errors/config (and the other plain modules beside them) -> data | features
--> decoding -> runs -> modeling -> training | inference | evaluation -> publish | serving -> cli.
+-> decoding -> runs -> modeling -> training | inference | evaluation -> crossval | publish |
+serving -> cli.
 Modules of one layer's different packages never import each other (training, inference and
 evaluation share code through the layers below). Imports inside functions count: a lazy
 import is still a dependency, it only moves the cost.
@@ -41,6 +42,8 @@ LAYERS = {
     "training": 5,
     "inference": 5,
     "evaluation": 5,
+    # Cross-validation trains (training) and scores (evaluation) each fold.
+    "crossval": 6,
     "publish": 6,
     "serving": 6,
     "cli": 7,

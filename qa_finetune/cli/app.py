@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from qa_finetune.cli.ask import ask
+from qa_finetune.cli.crossval import crossval
 from qa_finetune.cli.evaluate import evaluate
 from qa_finetune.cli.export import export
 from qa_finetune.cli.prepare import prepare
@@ -25,7 +26,7 @@ app = typer.Typer(
 )
 
 # Registration order is the order `qa-finetune --help` lists them in.
-for _command in (prepare, train, ask, evaluate, export, serve, push):
+for _command in (prepare, train, crossval, ask, evaluate, export, serve, push):
     app.command()(_command)
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.evaluation.by_title import title_scores, write_title_scores
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.files import write_json
 from qa_finetune.tables import format_table
@@ -80,12 +81,19 @@ def finish(
     dropped = examples.report.examples_dropped
     metrics["examples_dropped"] = dropped
     metrics["output_dir"] = str(output_dir)
+    by_title = title_scores(examples.records, answers, allow_no_answer)
+    if by_title:
+        metrics["by_title"] = by_title
     write_json(output_dir / "metrics.json", metrics)
     text = write_report(scored_rows(examples.records, answers), output_dir, allow_no_answer)
+    titles = write_title_scores(by_title, output_dir)
     log.info(_summary(metrics))
     if dropped:
         reasons = ", ".join(f"{n} {r}" for r, n in examples.report.drop_reasons.items())
         log.info(f"\nLeft out {dropped} unusable questions: {reasons}")
     log.info("\n" + text)
-    log.info(f"\nWrote {output_dir}/: metrics.json, report.csv, report_groups.csv, plot")
+    if titles:
+        log.info("\n" + titles)
+    written = "report_groups.csv, report_titles.csv" if titles else "report_groups.csv"
+    log.info(f"\nWrote {output_dir}/: metrics.json, report.csv, {written}, plot")
     return metrics

@@ -1,0 +1,181 @@
+"""``qa-finetune crossval`` end to end on the tiny model: folds grouped by document, ordinary
+run directories scored as ``evaluate`` scores them, a summary, resuming, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tiny_runs import tiny_run_config
+from typer.testing import CliRunner
+
+from qa_finetune.cli.app import app
+
+runner = CliRunner()
+# The first 60 sample questions: 4 titles, so 2 folds group by title (2 titles per fold).
+QUESTIONS = 60
+
+
+def _config(tmp_path: Path, model_dir: Path, **data: Any) -> Path:
+    config = tiny_run_config(model_dir, tmp_path / "outputs", max_steps=2).to_dict()
+    config["data"].update({"max_train_samples": QUESTIONS, "validation_file": None, **data})
+    config["train"].update(run_name="cv", checkpoint_every_steps=None, eval_every_steps=None)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def _crossval(config: Path, *args: str) -> Any:
+    return runner.invoke(app, ["crossval", "--config", str(config), "--folds", "2", *args])
+
+
+def _contexts(path: Path) -> set[str]:
+    data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    return {p["context"] for article in data for p in article["paragraphs"]}
+
+
+def _ids(path: Path) -> list[str]:
+    data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    return [qa["id"] for a in data for p in a["paragraphs"] for qa in p["qas"]]
+
+
+@pytest.fixture(scope="module")
+def crossval_run(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """A finished 2-fold crossval; returns its folder."""
+    tmp_path = tmp_path_factory.mktemp("crossval")
+    result = _crossval(_config(tmp_path, tiny_model_dir), "--seed", "3")
+    assert result.exit_code == 0, result.output
+    assert "grouped by title" in result.stdout
+    assert "mean ± sd" in result.stdout
+    return tmp_path / "outputs" / "cv"
+
+
+def test_folds_never_share_a_context(crossval_run: Path) -> None:
+    data = [crossval_run / "data" / f"fold-{i}" for i in range(2)]
+    tests = [_contexts(folder / "test.json") for folder in data]
+    assert tests[0] and tests[1] and not tests[0] & tests[1]
+    for folder in data:
+        assert not _contexts(folder / "train.json") & _contexts(folder / "test.json")
+    test_ids = _ids(data[0] / "test.json") + _ids(data[1] / "test.json")
+    assert len(test_ids) == len(set(test_ids)) == QUESTIONS
+    assert sorted(_ids(data[0] / "train.json")) == sorted(_ids(data[1] / "test.json"))
+
+
+def test_each_fold_is_a_run_scored_as_evaluate_scores_it(
+    crossval_run: Path, tmp_path: Path
+) -> None:
+    from qa_finetune.evaluation.evaluate import evaluate_model
+
+    summary = json.loads((crossval_run / "crossval.json").read_text())
+    assert summary["complete"] and summary["settings"]["group_by"] == "title"
+    assert [row["fold"] for row in summary["folds"]] == [0, 1]
+    for row in summary["folds"]:
+        run_dir = crossval_run / f"fold-{row['fold']}"
+        assert (run_dir / "model").is_dir() and (run_dir / "config.yaml").is_file()
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        test = crossval_run / "data" / f"fold-{row['fold']}" / "test.json"
+        assert config["data"]["validation_file"] == str(test)
+        assert json.loads((run_dir / "metrics.json").read_text())["steps"] == 2
+        alone = evaluate_model(
+            str(run_dir), data=str(test), dataset=None, report_dir=tmp_path / str(row["fold"])
+        )
+        assert (row["exact_match"], row["f1"]) == (alone["exact_match"], alone["f1"])
+        assert row["test_questions"] == alone["total"]
+    f1 = [row["f1"] for row in summary["folds"]]
+    assert summary["mean"]["f1"] == pytest.approx(sum(f1) / 2)
+    assert summary["sd"]["f1"] == pytest.approx(abs(f1[0] - f1[1]) / 2**0.5)
+
+
+def test_same_seed_same_folds(crossval_run: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from qa_finetune.config import load_config
+    from qa_finetune.crossval.runner import plan_crossval
+
+    config = load_config(_config(tmp_path, tiny_model_dir))
+    first, second = (plan_crossval(config, 2, seed=3) for _ in range(2))
+    assert first.folds.fold_of.tolist() == second.folds.fold_of.tolist()
+    written = _ids(crossval_run / "data" / "fold-0" / "test.json")
+    ids = [first.records[i]["id"] for i in first.folds.test_indices(0)]
+    assert sorted(ids) == sorted(written)
+
+
+def _recording_train(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> list:
+    """Record (run name, resume) of each training the crossval starts; optionally stop with
+    an interruption when it starts the run ``fail_on``."""
+    import qa_finetune.training.trainer as trainer
+
+    calls: list[tuple[str, bool]] = []
+    original = trainer.train
+
+    def train(config: Any, resume: bool = False, **kwargs: Any) -> Path:
+        calls.append((config.train.run_name, resume))
+        if config.train.run_name == fail_on:
+            raise KeyboardInterrupt
+        return original(config, resume=resume, **kwargs)
+
+    monkeypatch.setattr(trainer, "train", train)
+    return calls
+
+
+def test_an_interrupted_crossval_continues_without_redoing_finished_folds(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path, tiny_model_dir)
+    root = tmp_path / "outputs" / "cv"
+    calls = _recording_train(monkeypatch, fail_on="fold-1")
+    assert _crossval(config).exit_code == 130  # interrupted, as by Ctrl-C
+    assert calls == [("fold-0", False), ("fold-1", False)]
+    assert json.loads((root / "crossval.json").read_text())["complete"] is False
+    model_file = root / "fold-0" / "model" / "tf_model.h5"
+    trained = model_file.stat().st_mtime_ns
+
+    monkeypatch.undo()
+    calls = _recording_train(monkeypatch)
+    result = _crossval(config)
+    assert result.exit_code == 0, result.output
+    assert calls == [("fold-1", False)]
+    assert "Fold 0: " in result.stdout and "not redone" in result.stdout
+    assert model_file.stat().st_mtime_ns == trained
+    summary = json.loads((root / "crossval.json").read_text())
+    assert summary["complete"] and len(summary["folds"]) == 2
+
+    # A fold whose run lost its metrics resumes from its checkpoint; the other is not redone.
+    (root / "fold-1" / "metrics.json").unlink()
+    monkeypatch.undo()
+    calls = _recording_train(monkeypatch)
+    result = _crossval(config)
+    assert result.exit_code == 0, result.output
+    assert calls == [("fold-1", True)]
+    assert (root / "fold-1" / "metrics.json").is_file()
+    assert json.loads((root / "crossval.json").read_text())["folds"] == summary["folds"]
+
+    # Other settings in the same folder: one line, nothing changed.
+    before = (root / "crossval.json").read_bytes()
+    result = _crossval(config, "--seed", "9")
+    assert result.exit_code == 1 and "another --run-name" in result.stderr
+    assert (root / "crossval.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "data", "fragment"),
+    [
+        (["--folds", "1"], {}, "at least 2 folds"),
+        (["--folds", "5", "--group-by", "title"], {}, "5 folds need at least 5 documents"),
+        (["--folds", "500"], {}, "500 folds need at least 500 documents"),
+        (["--group-by", "words"], {}, "--group-by must be title, context or auto"),
+        ([], {"train_file": "missing.json"}, "training file not found"),
+        ([], {"train_file": None}, "crossval needs local training data"),
+    ],
+)
+def test_bad_input_is_one_line_and_leaves_nothing(
+    tmp_path: Path, args: list[str], data: dict, fragment: str
+) -> None:
+    config = _config(tmp_path, tmp_path / "no-model", **data)
+    result = runner.invoke(app, ["crossval", "--config", str(config), "--folds", "2", *args])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and fragment in errors[0], result.stderr
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "outputs").exists()
