@@ -229,7 +229,11 @@ def _prepare_extras(
     cached by its own fingerprint as a run's own data is."""
     replay = replay_config(config)
     if replay is not None:
-        prepared.replay = prepare(replay, force, checked).train
+        features = prepare(replay, force, checked)
+        prepared.replay = features.train
+        log.info("replay: %d training windows (%s)", len(features.train), features.cache_dir)
     for name, monitor in monitor_configs(config).items():
         features = prepare(monitor, force, checked)
         prepared.monitors[name] = (features.validation, features.validation_examples)
+        count = len(features.validation)
+        log.info("monitor %s: %d evaluation windows (%s)", name, count, features.cache_dir)
