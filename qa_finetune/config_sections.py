@@ -7,8 +7,10 @@ key's name in the message. ``config.py`` puts the sections together and resolves
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from qa_finetune.config_values import (
@@ -60,9 +62,14 @@ class DataConfig:
     validation_fraction: float = 0.1
     # Turn repaired or dropped examples into an error.
     strict: bool = False
+    # Replay: general-domain files (comma-separated, like train_file) that make up
+    # replay_fraction of each epoch's training windows, against forgetting.
+    replay_file: str | None = None
+    replay_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         check_all(self._checks())
+        check_all(_replay_checks(self.replay_file, self.replay_fraction))
 
     def _checks(self) -> Checks:
         for key in ("max_train_samples", "max_eval_samples"):
@@ -82,6 +89,16 @@ class DataConfig:
         )
 
 
+def _replay_checks(files: str | None, fraction: float) -> Checks:
+    yield 0.0 <= fraction < 1.0, "data.replay_fraction", f"must be in [0, 1), got {fraction}"
+    yield (
+        fraction == 0 or bool(files and files.strip()),
+        "data.replay_fraction",
+        f"is {fraction} but no data.replay_file is set: name the general-domain file(s) to "
+        "replay, or set data.replay_fraction to 0",
+    )
+
+
 @dataclass(frozen=True)
 class PreprocessConfig:
     """How question/context pairs become model windows."""
@@ -89,8 +106,17 @@ class PreprocessConfig:
     max_length: int = 384  # tokens per window, question and specials included
     stride: int = 128  # tokens shared by consecutive windows of one context
     num_proc: int | None = None
+    # Training windows without the answer kept per question each epoch ("all", or N >= 0);
+    # every window holding the answer is always kept.
+    negative_windows: int | str = "all"
 
     def __post_init__(self) -> None:
+        windows = self.negative_windows
+        check(
+            windows == "all" or (isinstance(windows, int) and windows >= 0),
+            "preprocess.negative_windows",
+            f"must be 'all' or a whole number >= 0, got {windows!r}",
+        )
         check(
             self.max_length >= 16, "preprocess.max_length", f"must be >= 16, got {self.max_length}"
         )
@@ -153,9 +179,12 @@ class TrainConfig:
     run_name: str | None = None
     output_dir: str = "outputs"
     tensorboard: bool = True
+    # Extra validation sets (comma-separated files) scored at each validation.
+    monitor_files: str | None = None
 
     def __post_init__(self) -> None:
         check_all(self._checks())
+        check_all(_monitor_checks(self.monitor_files))
 
     def _checks(self) -> Checks:
         yield self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}"
@@ -194,6 +223,29 @@ class TrainConfig:
         for key in _STEP_COUNTS:
             value = getattr(self, key)
             yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
+
+
+def monitor_names(files: str | None) -> list[tuple[str, str]]:
+    """(name, path) of each monitor file: its file name without the extension, characters
+    other than letters, digits, ``-`` and ``_`` made ``_`` (its history columns' prefix)."""
+    paths = [part.strip() for part in (files or "").split(",") if part.strip()]
+    return [(re.sub(r"[^\w-]", "_", PurePath(p).stem, flags=re.ASCII), p) for p in paths]
+
+
+def _monitor_checks(files: str | None) -> Checks:
+    names = [name for name, _ in monitor_names(files)]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    yield (
+        not twice,
+        "train.monitor_files",
+        f"two files are named {twice[0] if twice else ''!r}: each needs its own file name, "
+        "as it names the history columns",
+    )
+    yield (
+        files is None or bool(names),
+        "train.monitor_files",
+        "names no file: give comma-separated files or null",
+    )
 
 
 @dataclass(frozen=True)

@@ -75,11 +75,13 @@ def test_each_epoch_samples_and_places_replay_anew() -> None:
     assert np.array_equal(second.replay, plan_epoch(960, 5000, 32, 0.25, 8, 0).replay)
 
 
-def test_a_short_epoch_makes_up_its_rounding_over_epochs() -> None:
-    # 3 in-domain batches at 10% want a third of a replay batch per epoch.
-    counts = [replay_batch_count(96, 32, 0.1, epoch) for epoch in range(9)]
-    assert set(counts) <= {0, 1}
-    assert sum(counts) == 3
+def test_every_epoch_has_the_same_number_of_replay_batches() -> None:
+    # 30 in-domain batches at 10% want 3.33 replay batches per epoch: 3 in each.
+    plans = [plan_epoch(960, 5000, 32, 0.1, seed=3, epoch=e) for e in range(5)]
+    assert {len(plan.replay) for plan in plans} == {96}
+    # 3 in-domain batches at 10% want a third of a replay batch: none, in every epoch.
+    assert replay_batch_count(96, 32, 0.1) == 0
+    assert replay_batch_count(96, 32, 0.2) == 1  # 0.75 of a batch
 
 
 def test_zero_fraction_keeps_todays_epochs_and_needs_no_replay_data() -> None:

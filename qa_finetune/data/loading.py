@@ -49,6 +49,7 @@ def check_files_exist(config: DataConfig) -> None:
     for option, files in (
         ("--train-file", config.train_file),
         ("--validation-file", config.validation_file),
+        ("data.replay_file", config.replay_file),
     ):
         for name in split_paths(files or ""):
             check_file(Path(name), "data file", option, DataError)

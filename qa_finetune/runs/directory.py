@@ -222,7 +222,10 @@ def plot_curves(history: list[dict[str, Any]], path: Path) -> None:
     loss_axis.set_xlabel("epoch")
     loss_axis.set_title("Loss")
     loss_axis.legend()
-    for key, label in (("exact_match", "EM"), ("f1", "F1")):
+    # Each monitor file's F1 (history columns monitor_<name>_f1) beside the validation's.
+    monitors = [k for k in history[-1] if k.startswith("monitor_") and k.endswith("_f1")]
+    named = [(key, f"{key[len('monitor_') : -len('_f1')]} F1") for key in monitors]
+    for key, label in (("exact_match", "EM"), ("f1", "F1"), *named):
         values = [row.get(key) for row in history]
         if any(v is not None for v in values):
             score_axis.plot(x, values, marker="o", label=label)

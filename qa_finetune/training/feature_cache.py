@@ -25,6 +25,9 @@ FEATURE_FORMAT = 2
 # Inside a cache's staging folder: the examples and windows while they are built.
 WORK_DIR = "work"
 REPORT_FILE = PREPARE_REPORT_FILE  # the same name in a run directory
+# Data settings the features do not depend on: the files count by content, and replay data
+# has features of its own.
+_NOT_IN_FINGERPRINT = ("train_file", "validation_file", "replay_file", "replay_fraction")
 
 
 def _file_digest(path: str) -> str:
@@ -37,9 +40,13 @@ def _file_digest(path: str) -> str:
 
 def data_file_digests(data: DataConfig) -> dict[str, list[list[str]]]:
     """``[path, sha256]`` of each data file per split: the run's data by content."""
+    splits = [("train", data.train_file), ("validation", data.validation_file)]
+    if data.replay_file:
+        # Recorded for --resume; the features' fingerprint reads train and validation alone.
+        splits.append(("replay", data.replay_file))
     return {
         split: [[name, _file_digest(name)] for name in split_paths(files or "")]
-        for split, files in (("train", data.train_file), ("validation", data.validation_file))
+        for split, files in splits
     }
 
 
@@ -54,7 +61,7 @@ def data_fingerprint(
     digests = digests or data_file_digests(data)
     parts: dict[str, Any] = {
         "format": FEATURE_FORMAT,
-        "data": {k: v for k, v in vars(data).items() if k not in ("train_file", "validation_file")},
+        "data": {k: v for k, v in vars(data).items() if k not in _NOT_IN_FINGERPRINT},
         "train_file": [digest for _, digest in digests["train"]],
         "validation_file": [digest for _, digest in digests["validation"]],
         "tokenizer": tokenizer_fingerprint(model_dir),
@@ -115,10 +122,12 @@ def write_atomically(
 
 
 def _needed_parts(report: dict[str, Any]) -> list[str]:
-    """The folders a cache with this report was written with."""
+    """The folders a cache with this report was written with (a monitor file's cache has
+    validation features alone)."""
+    parts = ["train"] if report["train"]["examples"] else []
     if report["validation"]["examples"]:
-        return ["train", "validation", "validation_examples"]
-    return ["train"]
+        parts += ["validation", "validation_examples"]
+    return parts
 
 
 def load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
@@ -142,7 +151,7 @@ def load_cached(cache_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
         validation = optional("validation")
         examples = optional("validation_examples")
         expected = (
-            report["train"]["features"],
+            report["train"]["features"] if report["train"]["examples"] else -1,
             report["validation"]["features"],
             report["validation"]["examples"],
         )

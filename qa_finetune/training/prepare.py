@@ -19,6 +19,7 @@ from qa_finetune.modeling.reference import (
     load_tokenizer,
     resolve_model_dir,
 )
+from qa_finetune.training.extra_sources import check_monitor_files, monitor_configs, replay_config
 from qa_finetune.training.failures import disk_full_error, is_disk_full
 from qa_finetune.training.feature_cache import (
     REPORT_FILE,
@@ -62,6 +63,9 @@ class PreparedData:
     model_dir: Path
     tokenizer: Any  # the fast tokenizer the features were built with
     data_files: dict[str, list[list[str]]] = field(default_factory=dict)  # data_file_digests
+    replay: Any = None  # datasets.Dataset of the replay files' training windows
+    # Each monitor file by name: (evaluation windows, validated examples).
+    monitors: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
 
 def features_root(config: Config) -> Path:
@@ -82,7 +86,9 @@ def _build(
         "load_from_cache_file": False,
         "fn_kwargs": {"tokenizer": tokenizer, "spec": spec},
     }
-    train = _windows(splits["train"], prepare_train_features, work / "train", settings)
+    train = None  # a monitor file's data has validation alone
+    if "train" in splits:
+        train = _windows(splits["train"], prepare_train_features, work / "train", settings)
     validation = None
     if "validation" in splits:
         validation = _windows(
@@ -159,7 +165,9 @@ def _build_cache(
         write_atomically(
             cache_dir,
             {
-                "train": train.remove_columns(["label_text", "gold_texts"]),
+                "train": None
+                if train is None
+                else train.remove_columns(["label_text", "gold_texts"]),
                 "validation": validation,
                 "validation_examples": loaded.splits.get("validation"),
             },
@@ -184,6 +192,7 @@ def prepare(
     """
     model_dir, tokenizer, spec = checked or check_model(config)
     check_files_exist(config.data)
+    check_monitor_files(config)
     digests = data_file_digests(config.data)
     fingerprint = data_fingerprint(config, model_dir, spec, digests)
     cache_dir = features_root(config) / fingerprint
@@ -198,7 +207,7 @@ def prepare(
             raise CacheError(f"{exc}: run `qa-finetune prepare --force` to rebuild it") from None
         log.warning("%s: rebuilding it", exc)
         return prepare(config, force=True, checked=CheckedModel(model_dir, tokenizer, spec))
-    return PreparedData(
+    prepared = PreparedData(
         train,
         validation,
         validation_examples,
@@ -210,3 +219,22 @@ def prepare(
         tokenizer,
         digests,
     )
+    _prepare_extras(config, prepared, force, CheckedModel(model_dir, tokenizer, spec))
+    return prepared
+
+
+def _prepare_extras(
+    config: Config, prepared: PreparedData, force: bool, checked: CheckedModel
+) -> None:
+    """The replay files' training windows and each monitor file's evaluation windows, each
+    cached by its own fingerprint as a run's own data is."""
+    replay = replay_config(config)
+    if replay is not None:
+        features = prepare(replay, force, checked)
+        prepared.replay = features.train
+        log.info("replay: %d training windows (%s)", len(features.train), features.cache_dir)
+    for name, monitor in monitor_configs(config).items():
+        features = prepare(monitor, force, checked)
+        prepared.monitors[name] = (features.validation, features.validation_examples)
+        count = len(features.validation)
+        log.info("monitor %s: %d evaluation windows (%s)", name, count, features.cache_dir)

@@ -59,31 +59,15 @@ def summarise(
     loaded: LoadedData, train: Any, validation: Any, spec: WindowSpec, fingerprint: str
 ) -> dict[str, Any]:
     """Counts for the prepare report, including how well labels match the gold answers."""
-    labelled, matches, found, train_lengths = _label_counts(train)
-    answerable = _answerable(loaded.splits["train"])
-    n_train = len(loaded.splits["train"])
-    n_val = len(loaded.splits["validation"]) if "validation" in loaded.splits else 0
     return {
         "fingerprint": fingerprint,
         "qa_finetune_version": __version__,
         "sources": loaded.sources,
         "max_length": spec.max_length,
         "stride": spec.stride,
-        "train": {
-            "examples": n_train,
-            "features": len(train),
-            "windows_per_example": round(len(train) / max(n_train, 1), 3),
-            "answerable_examples": answerable,
-            "answers_found": found,
-            "answers_lost_to_truncation": answerable - found,
-            "windows_with_answer": labelled,
-            "label_text_matches": matches,
-            "label_match_rate": round(matches / max(labelled, 1), 6),
-            "window_tokens": _percentiles(train_lengths),
-            **{k: v for k, v in loaded.reports["train"].to_dict().items() if k != "examples_kept"},
-        },
+        "train": _train_counts(loaded, train) if train is not None else dict(_NO_TRAIN),
         "validation": {
-            "examples": n_val,
+            "examples": len(loaded.splits["validation"]) if "validation" in loaded.splits else 0,
             "features": len(validation) if validation is not None else 0,
             **(
                 loaded.reports["validation"].to_dict()
@@ -91,6 +75,30 @@ def summarise(
                 else {"note": loaded.sources.get("validation", "none")}
             ),
         },
+    }
+
+
+# A monitor file's features: evaluation windows alone.
+_NO_TRAIN = {"examples": 0, "features": 0}
+
+
+def _train_counts(loaded: LoadedData, train: Any) -> dict[str, Any]:
+    """The training split's counts and label matches."""
+    labelled, matches, found, train_lengths = _label_counts(train)
+    answerable = _answerable(loaded.splits["train"])
+    n_train = len(loaded.splits["train"])
+    return {
+        "examples": n_train,
+        "features": len(train),
+        "windows_per_example": round(len(train) / max(n_train, 1), 3),
+        "answerable_examples": answerable,
+        "answers_found": found,
+        "answers_lost_to_truncation": answerable - found,
+        "windows_with_answer": labelled,
+        "label_text_matches": matches,
+        "label_match_rate": round(matches / max(labelled, 1), 6),
+        "window_tokens": _percentiles(train_lengths),
+        **{k: v for k, v in loaded.reports["train"].to_dict().items() if k != "examples_kept"},
     }
 
 

@@ -4,8 +4,9 @@ batches of an epoch come from the general data, and which of its windows fill th
 Whole batches come from one source, so each batch is padded to windows of one kind and
 either kind can keep its own length bucketing. An epoch trains on every in-domain window
 and on enough replay batches that replay windows are ``fraction`` of the epoch's windows,
-within one batch: the count is rounded cumulatively over epochs, so a short epoch that rounds
-down is made up by the next. The replay windows are a fresh seeded sample every epoch (no
+within half a batch: every epoch has the same number of replay batches, so the schedule's
+steps per epoch are the same for every epoch (and a resumed run finds each epoch's batches
+where they were). The replay windows are a fresh seeded sample every epoch (no
 window twice in an epoch before every one has been used once), and the replay batches sit at
 seeded places among the in-domain batches. Pure NumPy: ``tf_data`` turns the indices into
 datasets with ``Dataset.select``.
@@ -48,12 +49,12 @@ def check_fraction(fraction: float) -> None:
         raise QAFinetuneError(f"replay_fraction must be in [0, 1), got {fraction!r}")
 
 
-def replay_batch_count(in_domain_windows: int, batch_size: int, fraction: float, epoch: int) -> int:
-    """Replay batches in epoch ``epoch``: the rounded cumulative target of epochs 0..epoch
-    less that of epochs 0..epoch-1, so that over epochs the share is exact."""
+def replay_batch_count(in_domain_windows: int, batch_size: int, fraction: float) -> int:
+    """Replay batches in every epoch: the number that makes them ``fraction`` of the epoch's
+    windows, rounded to the nearest (an epoch too short for half a replay batch gets none)."""
     check_fraction(fraction)
     per_epoch = fraction / (1.0 - fraction) * in_domain_windows / batch_size
-    return math.floor(per_epoch * (epoch + 1) + 0.5) - math.floor(per_epoch * epoch + 0.5)
+    return math.floor(per_epoch + 0.5)
 
 
 def sample_replay(available: int, count: int, seed: int, epoch: int) -> np.ndarray:
@@ -82,7 +83,7 @@ def plan_epoch(
     check_fraction(fraction)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    batches = replay_batch_count(in_domain_windows, batch_size, fraction, epoch)
+    batches = replay_batch_count(in_domain_windows, batch_size, fraction)
     if batches and replay_windows < 1:
         raise QAFinetuneError(
             f"the replay data has no training windows, but replay_fraction is {fraction}: "

@@ -25,6 +25,10 @@ from qa_finetune.training.tf_data import window_lengths
 
 log = logging.getLogger(__name__)
 
+# A monitor file's history columns: MONITOR_PREFIX + its name + "_" + each score.
+MONITOR_PREFIX = "monitor_"
+MONITOR_SCORES = ("exact_match", "f1")
+
 
 def device_description() -> str:
     """The devices training runs on, for the summary and env.json."""
@@ -74,31 +78,46 @@ def describe_run(
 def validation_scores(
     model: Any, prepared: PreparedData, config: Config, at_step: int
 ) -> dict[str, Any]:
-    """EM, F1 and eval loss on the validation windows (none without validation data)."""
-    if prepared.validation is None or prepared.validation_examples is None:
-        return {}
+    """EM, F1 and eval loss on the validation windows (none without validation data), then
+    EM and F1 on each monitor file (``monitor_<name>_exact_match``, ``monitor_<name>_f1``)."""
+    scores: dict[str, Any] = {}
+    if prepared.validation is not None and prepared.validation_examples is not None:
+        scores = _scores(model, prepared, config, prepared.validation, prepared.validation_examples)
+        log.info(
+            "\nvalidation at step %d: EM %.2f  F1 %.2f  loss %.4f",
+            at_step,
+            scores["exact_match"],
+            scores["f1"],
+            scores["eval_loss"],
+        )
+    for name, (features, examples) in prepared.monitors.items():
+        found = _scores(model, prepared, config, features, examples)
+        log.info("monitor %s: EM %.2f  F1 %.2f", name, found["exact_match"], found["f1"])
+        for key in MONITOR_SCORES:
+            scores[f"{MONITOR_PREFIX}{name}_{key}"] = found[key]
+    return scores
+
+
+def _scores(
+    model: Any, prepared: PreparedData, config: Config, features: Any, examples: Any
+) -> dict[str, Any]:
     scores = evaluate_loaded(
         model,
         prepared.tokenizer,
-        prepared.validation_examples,
-        prepared.validation,
+        examples,
+        features,
         config.inference,
         config.data.allow_no_answer,
     )
     scores.pop("predictions")
-    log.info(
-        "\nvalidation at step %d: EM %.2f  F1 %.2f  loss %.4f",
-        at_step,
-        scores["exact_match"],
-        scores["f1"],
-        scores["eval_loss"],
-    )
     return scores
 
 
 def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     """history.csv: one row per evaluation."""
     columns = ["epoch", "step", "minutes", "loss", "eval_loss", "exact_match", "f1"]
+    for row in history:
+        columns += [key for key in row if key.startswith(MONITOR_PREFIX) and key not in columns]
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()

@@ -44,13 +44,15 @@ def make_dataset(
     pad_to_multiple_of: int = 8,
     fixed_length: int | None = None,
     shard: tuple[int, int] | None = None,
+    order: np.ndarray | None = None,
 ) -> tf.data.Dataset:
     """A ``to_tf_dataset`` pipeline; ``seed=None`` keeps the stored order (evaluation).
 
     ``fixed_length`` pads every window to that length instead: the original recipe's loader,
     kept for benchmarks. ``shard=(workers, index)`` keeps that worker's slice of every global
     batch of ``batch_size`` (see ``training.sharding``), batched per worker, with tf.data's
-    auto-sharding off since the data is already sharded.
+    auto-sharding off since the data is already sharded. ``order``: the epoch's order as
+    indices into ``features`` (``training.epoch_windows``), in place of the seeded one.
     """
     import copy
 
@@ -60,8 +62,9 @@ def make_dataset(
     # tokenizer pads on (XLNet pads on the left), as in prediction.
     tokenizer = copy.copy(tokenizer)
     tokenizer.padding_side = "right"
-    if seed is not None:
+    if order is None and seed is not None:
         order = bucketed_order(window_lengths(features), batch_size, seed, bucketing)
+    if order is not None:
         if shard is not None:
             order = shard_order(order, batch_size, *shard)
         features = features.select(order)

@@ -30,6 +30,7 @@ from qa_finetune.training import checkpoints
 from qa_finetune.training.bookkeeping import Bookkeeping
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
+from qa_finetune.training.epoch_windows import EpochWindows
 from qa_finetune.training.failures import disk_full_named, is_disk_full
 from qa_finetune.training.prepare import CheckedModel, check_model, prepare
 from qa_finetune.training.progress import RunProgress
@@ -126,6 +127,11 @@ class Trainer(Bookkeeping):
         self.prepared = prepare(self.config, checked=self.checked)
         if len(self.prepared.train) == 0:
             raise QAFinetuneError("no training windows were built: check the training data")
+        prepared = self.prepared
+        self.epoch_windows = EpochWindows.of(
+            self.config, prepared.train, prepared.replay, prepared.tokenizer
+        )
+        self.windows_per_epoch = self.epoch_windows.count()
 
     def set_up(self) -> None:
         """Seed, precision, strategy and schedule; the model built under the strategy's scope."""
@@ -137,7 +143,7 @@ class Trainer(Bookkeeping):
         self.precision = configure_precision(train.mixed_precision)
         if self.strategy is None:
             self.strategy = make_strategy(train.strategy)
-        self.schedule = Schedule.of(self.config, len(self.prepared.train))
+        self.schedule = Schedule.of(self.config, self.windows_per_epoch)
         with self.strategy.scope():
             self.model = self.build_model()
             self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.model.optimizer)
@@ -246,10 +252,12 @@ class Trainer(Bookkeeping):
     def epoch_dataset(self, epoch: int, skip: int, shard: tuple[int, int] | None) -> Any:
         """The batches of ``epoch`` after its first ``skip`` (trained before a resume). Each
         epoch has its own seeded, bucketed order, so a resumed run skips exactly the batches
-        it had trained on; ``shard`` (workers, index) keeps one worker's slice of each batch."""
+        it had trained on; ``shard`` (workers, index) keeps one worker's slice of each batch.
+        The epoch's windows: negative sampling and replay (``training.epoch_windows``)."""
         config = self.config
+        features, order = self.epoch_windows.epoch(epoch)
         return make_dataset(
-            self.prepared.train,
+            features,
             self.prepared.tokenizer,
             config.train.batch_size,
             seed=config.train.seed + epoch,
@@ -257,6 +265,7 @@ class Trainer(Bookkeeping):
             fixed_length=config.preprocess.max_length if config.train.pad_to_max_length else None,
             pad_to_multiple_of=pad_multiple(config.train.jit_compile),
             shard=shard,
+            order=order,
         ).skip(skip)
 
 
