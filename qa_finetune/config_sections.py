@@ -31,9 +31,38 @@ class ModelConfig:
     # A local directory, an installed model package or a Hugging Face Hub id.
     name_or_path: str = DEFAULT_MODEL
     revision: str | None = None
+    # A run (its directory, or its name under train.output_dir) whose trained weights, QA head
+    # and tokenizer the run starts from; name_or_path then defaults to that run's base model.
+    init_from: str | None = None
+    # best: the run's model/ (its best validation weights); latest: its last checkpoint.
+    init_checkpoint: str = "best"
 
     def __post_init__(self) -> None:
         check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
+        check(
+            self.init_from is None or bool(self.init_from.strip()),
+            "model.init_from",
+            "must not be empty (a run directory or run name, or null)",
+        )
+        check(*choice("model.init_checkpoint", self.init_checkpoint, ("best", "latest")))
+
+
+@dataclass(frozen=True)
+class ParentConfig:
+    """Recorded by ``train`` for a run started with ``model.init_from``: the run it started
+    from (all null otherwise). Facts about the parent, not settings."""
+
+    run: str | None = None  # the parent's run name
+    path: str | None = None  # its directory when this run started
+    checkpoint: str | None = None  # best or latest
+    config_sha256: str | None = None  # sha256 of its config.yaml
+    base_model: str | None = None  # its model.name_or_path
+    exact_match: float | None = None  # its metrics.json
+    f1: float | None = None
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The record as a dict; None for a run not started from another run."""
+        return dataclasses.asdict(self) if self.run is not None else None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,17 @@ ResumeOption = Annotated[bool, typer.Option("--resume", help="Continue an interr
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace an existing run directory.")
 ]
+InitFromOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Start from a trained run's weights, QA head and tokenizer (its directory or its "
+        "name under --output-dir); its base model and windows are the defaults."
+    ),
+]
+InitCheckpointOption = Annotated[
+    str | None,
+    typer.Option(help="With --init-from: best (the run's model/) or latest (its last checkpoint)."),
+]
 PushOption = Annotated[
     bool, typer.Option("--push-to-hub", help="Publish the run when training ends.")
 ]
@@ -50,6 +61,8 @@ def train(
     stride: StrideOption = None,
     run_name: RunNameOption = None,
     output_dir: OutputDirOption = None,
+    init_from: InitFromOption = None,
+    init_checkpoint: InitCheckpointOption = None,
     resume: ResumeOption = False,
     overwrite: OverwriteOption = False,
     push_to_hub: PushOption = False,
@@ -61,10 +74,19 @@ def train(
         fail("--push-to-hub needs --repo-id USER/NAME")
     if resume and overwrite:
         fail("--resume continues a run and --overwrite replaces it: choose one")
+    if resume and init_from:
+        fail(
+            "--resume continues THIS run; --init-from starts a new run from another run's "
+            "weights: choose one"
+        )
     from qa_finetune.config import Config, apply_overrides, requested_values
 
     flags: dict[str, dict[str, Any]] = {
-        "model": {"name_or_path": model},
+        "model": {
+            "name_or_path": model,
+            "init_from": init_from,
+            "init_checkpoint": init_checkpoint,
+        },
         "data": {"train_file": train_file, "validation_file": validation_file, "dataset": dataset},
         "preprocess": {"max_length": max_length, "stride": stride},
         "train": {
