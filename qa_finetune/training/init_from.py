@@ -55,7 +55,7 @@ def locate_run(reference: str, output_dir: str) -> Path:
             if not (path / CONFIG_FILE).is_file():
                 kind = "a model folder" if (path / "config.json").is_file() else "no run"
                 raise QAFinetuneError(
-                    f"--init-from {reference}: {path} is {kind} (no {CONFIG_FILE}): {_NOT_A_RUN}"
+                    f"{path} is {kind}, not a run (no {CONFIG_FILE}): {_NOT_A_RUN}"
                 )
             return path.resolve()
     raise QAFinetuneError(
