@@ -47,6 +47,19 @@ PushOption = Annotated[
 RepoIdOption = Annotated[str | None, typer.Option(help="Hub repo for --push-to-hub.")]
 
 
+def _check_choices(needs_repo: bool, resume: bool, overwrite: bool, init_from: bool) -> None:
+    """Flags that cannot go together, one line each."""
+    if needs_repo:
+        fail("--push-to-hub needs --repo-id USER/NAME")
+    if resume and overwrite:
+        fail("--resume continues a run and --overwrite replaces it: choose one")
+    if resume and init_from:
+        fail(
+            "--resume continues THIS run; --init-from starts a new run from another run's "
+            "weights: choose one"
+        )
+
+
 @friendly_errors
 def train(
     config: ConfigOption = None,
@@ -70,15 +83,7 @@ def train(
     set_: SetOption = None,
 ) -> None:
     """Fine-tune a QA model, evaluating each epoch; writes a self-describing run directory."""
-    if push_to_hub and not repo_id:
-        fail("--push-to-hub needs --repo-id USER/NAME")
-    if resume and overwrite:
-        fail("--resume continues a run and --overwrite replaces it: choose one")
-    if resume and init_from:
-        fail(
-            "--resume continues THIS run; --init-from starts a new run from another run's "
-            "weights: choose one"
-        )
+    _check_choices(push_to_hub and not repo_id, resume, overwrite, bool(init_from))
     from qa_finetune.config import Config, apply_overrides, requested_values
 
     flags: dict[str, dict[str, Any]] = {
