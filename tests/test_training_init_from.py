@@ -236,3 +236,13 @@ def test_init_from_with_resume_is_one_line(tmp_path: Path) -> None:
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "--resume continues THIS run; --init-from starts" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_parent_record_set_by_hand_is_refused(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from qa_finetune.training.trainer import train
+
+    values = tiny_run_config(tiny_model_dir, tmp_path).to_dict()
+    values["parent"]["run"] = "someone"
+    with pytest.raises(QAFinetuneError, match="parent section is recorded by `train --init-from`"):
+        train(Config.from_dict(values))
+    assert list(tmp_path.iterdir()) == []

@@ -129,6 +129,15 @@ def find_parent(config: Config, run_dir: Path) -> Parent:
     return Parent(parent_dir, stored, model_dir, checkpoint, record)
 
 
+def check_no_record(config: Config, resume: bool) -> None:
+    """Refuse a ``parent`` section set by hand on a run not started from another run."""
+    if not resume and config.parent.recorded() is not None:
+        raise QAFinetuneError(
+            "the config's parent section is recorded by `train --init-from`, not set: remove it, "
+            "or start from that run with --init-from RUN"
+        )
+
+
 def child_config(config: Config, parent: Parent, requested: Mapping[str, Any]) -> Config:
     """``config`` with the parent's base model and windows as defaults, and its record. An
     explicit window setting that differs from the parent's is kept, and said so."""

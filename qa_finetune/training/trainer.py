@@ -125,6 +125,7 @@ class Trainer(Bookkeeping):
         """The model and tokenizer training starts from, checked; with ``model.init_from``, the
         parent run's (``training/init_from``), its windows the defaults of a new run."""
         if not self.config.model.init_from:
+            init_from.check_no_record(self.config, self.resume)
             return check_model(self.config)
         self.parent = init_from.find_parent(self.config, self.run_dir)
         if not self.resume:
