@@ -246,3 +246,14 @@ def test_a_parent_record_set_by_hand_is_refused(tiny_model_dir: Path, tmp_path: 
     with pytest.raises(QAFinetuneError, match="parent section is recorded by `train --init-from`"):
         train(Config.from_dict(values))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_refuses_an_encoder_folder(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from qa_finetune.cli.app import app
+
+    args = ["train", "--init-from", str(tiny_model_dir), "--output-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--init-checkpoint", "latest"])
+    assert result.exit_code == 1
+    [line] = result.output.strip().splitlines()
+    assert "is a model folder, not a run" in line and "use --model" in line
+    assert list(tmp_path.iterdir()) == []
