@@ -25,8 +25,8 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.windows import window_spec
 from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
-from qa_finetune.runs import directory as rundir
-from qa_finetune.runs.lookup import CONFIG_FILE, load_run_config
+from qa_finetune.runs.lookup import load_run_config
+from qa_finetune.runs.paths import CONFIG_FILE, MODEL_DIR, RunPaths
 from qa_finetune.training.prepare import CheckedModel
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def locate_run(reference: str, output_dir: str) -> Path:
     given = Path(reference).expanduser()
     for path in (given, Path(output_dir) / reference):
         if path.is_dir():
-            if not (path / CONFIG_FILE).is_file():
+            if not RunPaths(path).config.is_file():
                 kind = "a model folder" if (path / "config.json").is_file() else "no run"
                 raise QAFinetuneError(
                     f"{path} is {kind}, not a run (no {CONFIG_FILE}): {_NOT_A_RUN}"
@@ -66,12 +66,13 @@ def locate_run(reference: str, output_dir: str) -> Path:
 
 def _weights(run_dir: Path, stored: Config, which: str) -> tuple[Path, str | None]:
     """(model folder, checkpoint or None) for ``init_checkpoint`` ``which`` of a run."""
-    model_dir = run_dir / rundir.MODEL_DIR
+    paths = RunPaths(run_dir)
+    model_dir = paths.model
     has_model = (model_dir / "config.json").is_file()
     if which == "best":
         if not has_model:
             raise QAFinetuneError(
-                f"run {run_dir} has no trained model ({rundir.MODEL_DIR}/ is missing: it did not "
+                f"run {run_dir} has no trained model ({MODEL_DIR}/ is missing: it did not "
                 "finish); use --init-checkpoint latest to start from its last checkpoint"
             )
         if stored.train.keep_model == "last":
@@ -80,10 +81,10 @@ def _weights(run_dir: Path, stored: Config, which: str) -> tuple[Path, str | Non
                 "use --init-checkpoint latest"
             )
         return model_dir, None
-    checkpoint = tf.train.latest_checkpoint(str(run_dir / rundir.CHECKPOINT_DIR))
+    checkpoint = tf.train.latest_checkpoint(str(paths.checkpoints))
     if checkpoint is None:
         raise QAFinetuneError(
-            f"run {run_dir} has no checkpoint: use --init-checkpoint best (its {rundir.MODEL_DIR}/)"
+            f"run {run_dir} has no checkpoint: use --init-checkpoint best (its {MODEL_DIR}/)"
         )
     if has_model:
         return model_dir, checkpoint
@@ -93,7 +94,7 @@ def _weights(run_dir: Path, stored: Config, which: str) -> tuple[Path, str | Non
 def _scores(run_dir: Path) -> dict[str, float | None]:
     """The parent's EM and F1 from its metrics.json (None when it has none)."""
     try:
-        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+        metrics = json.loads(RunPaths(run_dir).metrics.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         metrics = {}
     scores = {}
@@ -117,7 +118,7 @@ def find_parent(config: Config, run_dir: Path) -> Parent:
     stored = load_run_config(parent_dir)
     which = config.model.init_checkpoint
     model_dir, checkpoint = _weights(parent_dir, stored, which)
-    text = (parent_dir / CONFIG_FILE).read_bytes()
+    text = RunPaths(parent_dir).config.read_bytes()
     record = ParentConfig(
         run=parent_dir.name,
         path=str(parent_dir),
