@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
+from qa_finetune.config_parent import ParentConfig
 from qa_finetune.config_sections import (
     DEFAULT_MODEL,
     DataConfig,
     InferenceConfig,
     ModelConfig,
-    ParentConfig,
     PreprocessConfig,
     TrainConfig,
 )
