@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from qa_finetune.config_parent import ParentConfig
 from qa_finetune.config_sections import (
     DEFAULT_MODEL,
     DataConfig,
@@ -42,6 +43,7 @@ __all__ = [
     "DataConfig",
     "InferenceConfig",
     "ModelConfig",
+    "ParentConfig",
     "PreprocessConfig",
     "TrainConfig",
     "apply_overrides",
@@ -61,6 +63,8 @@ class Config:
     preprocess: PreprocessConfig = field(default_factory=PreprocessConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
+    # The run a run started from (model.init_from), recorded by train.
+    parent: ParentConfig = field(default_factory=ParentConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain nested dict, as written to ``config.yaml``."""
@@ -81,6 +85,7 @@ _SECTION_TYPES = {
     "preprocess": PreprocessConfig,
     "train": TrainConfig,
     "inference": InferenceConfig,
+    "parent": ParentConfig,
 }
 
 

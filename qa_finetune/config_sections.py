@@ -31,9 +31,20 @@ class ModelConfig:
     # A local directory, an installed model package or a Hugging Face Hub id.
     name_or_path: str = DEFAULT_MODEL
     revision: str | None = None
+    # A run (its directory, or its name under train.output_dir) whose trained weights, QA head
+    # and tokenizer the run starts from; name_or_path then defaults to that run's base model.
+    init_from: str | None = None
+    # best: the run's model/ (its best validation weights); latest: its last checkpoint.
+    init_checkpoint: str = "best"
 
     def __post_init__(self) -> None:
         check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
+        check(
+            self.init_from is None or bool(self.init_from.strip()),
+            "model.init_from",
+            "must not be empty (a run directory or run name, or null)",
+        )
+        check(*choice("model.init_checkpoint", self.init_checkpoint, ("best", "latest")))
 
 
 @dataclass(frozen=True)

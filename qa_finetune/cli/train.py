@@ -30,10 +30,34 @@ ResumeOption = Annotated[bool, typer.Option("--resume", help="Continue an interr
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace an existing run directory.")
 ]
+InitFromOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Start from a trained run's weights, QA head and tokenizer (its directory or its "
+        "name under --output-dir); its base model and windows are the defaults."
+    ),
+]
+InitCheckpointOption = Annotated[
+    str | None,
+    typer.Option(help="With --init-from: best (the run's model/) or latest (its last checkpoint)."),
+]
 PushOption = Annotated[
     bool, typer.Option("--push-to-hub", help="Publish the run when training ends.")
 ]
 RepoIdOption = Annotated[str | None, typer.Option(help="Hub repo for --push-to-hub.")]
+
+
+def _check_choices(needs_repo: bool, resume: bool, overwrite: bool, init_from: bool) -> None:
+    """Flags that cannot go together, one line each."""
+    if needs_repo:
+        fail("--push-to-hub needs --repo-id USER/NAME")
+    if resume and overwrite:
+        fail("--resume continues a run and --overwrite replaces it: choose one")
+    if resume and init_from:
+        fail(
+            "--resume continues THIS run; --init-from starts a new run from another run's "
+            "weights: choose one"
+        )
 
 
 @friendly_errors
@@ -50,6 +74,8 @@ def train(
     stride: StrideOption = None,
     run_name: RunNameOption = None,
     output_dir: OutputDirOption = None,
+    init_from: InitFromOption = None,
+    init_checkpoint: InitCheckpointOption = None,
     resume: ResumeOption = False,
     overwrite: OverwriteOption = False,
     push_to_hub: PushOption = False,
@@ -57,14 +83,15 @@ def train(
     set_: SetOption = None,
 ) -> None:
     """Fine-tune a QA model, evaluating each epoch; writes a self-describing run directory."""
-    if push_to_hub and not repo_id:
-        fail("--push-to-hub needs --repo-id USER/NAME")
-    if resume and overwrite:
-        fail("--resume continues a run and --overwrite replaces it: choose one")
+    _check_choices(push_to_hub and not repo_id, resume, overwrite, bool(init_from))
     from qa_finetune.config import Config, apply_overrides, requested_values
 
     flags: dict[str, dict[str, Any]] = {
-        "model": {"name_or_path": model},
+        "model": {
+            "name_or_path": model,
+            "init_from": init_from,
+            "init_checkpoint": init_checkpoint,
+        },
         "data": {"train_file": train_file, "validation_file": validation_file, "dataset": dataset},
         "preprocess": {"max_length": max_length, "stride": stride},
         "train": {

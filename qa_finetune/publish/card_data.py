@@ -161,10 +161,33 @@ def _cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def lineage(config: dict[str, dict[str, Any]]) -> list[str]:
+    """The "Fine-tuned from" line of a run started from another run (``model.init_from``):
+    the parent's name, base model, scores and config hash; nothing for other runs."""
+    parent = config.get("parent") or {}
+    if not isinstance(parent, dict) or not parent.get("run"):
+        return []
+    facts = []
+    if parent.get("base_model"):
+        facts.append(f"base model `{parent['base_model']}`")
+    em, f1 = number(parent.get("exact_match")), number(parent.get("f1"))
+    if em is not None and f1 is not None:
+        facts.append(f"exact match {em:.2f}, F1 {f1:.2f}")
+    if parent.get("checkpoint"):
+        facts.append(f"its {parent['checkpoint']} weights")
+    if parent.get("config_sha256"):
+        facts.append(f"config.yaml sha256 `{str(parent['config_sha256'])[:12]}`")
+    detail = f" ({'; '.join(facts)})" if facts else ""
+    return ["", f"Fine-tuned from the run `{parent['run']}`{detail}, with `--init-from`."]
+
+
 def recipe_table(config: dict[str, dict[str, Any]]) -> list[str]:
-    """Markdown table of every ``section.key`` of the resolved config."""
+    """Markdown table of every ``section.key`` of the resolved config (the parent record only
+    for a run that has one)."""
     lines = ["| key | value |", "|---|---|"]
     for section, values in config.items():
+        if section == "parent" and not lineage(config):
+            continue
         for key, value in values.items():
             lines.append(f"| `{section}.{key}` | {_cell(value)} |")
     return lines

@@ -21,6 +21,7 @@ from qa_finetune.publish.card_data import (
     data_label,
     find_measurements,
     front_matter,
+    lineage,
     number,
     read_json,
     recipe_table,
@@ -212,6 +213,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     body = [f"# {repo_id.rpartition('/')[2]}", ""]
     body += _summary(repo_id, config, training, headline, base)
+    body += lineage(config)
     body += _architecture(run_dir)
     body += ["", "## Training recipe", ""]
     if config:

@@ -163,8 +163,11 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
+    parent = config.parent.recorded()
+    if parent is not None:
+        metrics["parent"] = parent  # the run this one started from (model.init_from)
     write_json(RunPaths(run_dir).metrics, metrics)
     write_json(RunPaths(run_dir).prepare_report, prepared.report)
     rundir.plot_curves(state.history, RunPaths(run_dir).curves)
-    rows = [(k, v) for k, v in metrics.items() if v is not None]
+    rows = [(k, v) for k, v in metrics.items() if v is not None and k != "parent"]
     log.info("\n%s", format_table(rows, title=f"Finished: {run_dir}"))

@@ -26,7 +26,7 @@ from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.lock import run_lock
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.runs.paths import RunPaths
-from qa_finetune.training import checkpoints
+from qa_finetune.training import checkpoints, init_from
 from qa_finetune.training.bookkeeping import Bookkeeping
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
 from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
@@ -67,6 +67,7 @@ class Trainer(Bookkeeping):
         self.strategy: Any = None
         self.cluster = Cluster()
         self.checked: CheckedModel | None = None
+        self.parent: init_from.Parent | None = None
         self.progress = RunProgress()
 
     def train(self) -> Path:
@@ -107,20 +108,29 @@ class Trainer(Bookkeeping):
     def check(self) -> None:
         """Refuse, before any work, a model that cannot be trained, a run directory that may not
         be claimed, a resume that would change the recipe and a batch too big for memory."""
-        checked: CheckedModel | None = check_model(self.config)
-        model_dir = checked.model_dir
+        checked = None if self.resume else self.model_check()
         if self.cluster.chief:
             check_run_dir(self.run_dir, self.resume, self.overwrite)
         if self.resume:
             # The run's own resolved config wins, so resuming cannot silently change the recipe.
             stored = load_run_config(self.run_dir)
             check_resume_request(self.run_dir, stored, self.requested)
-            given, self.config = self.config, stored
+            self.config = stored
             checkpoints.check_same_data(self.run_dir, self.config.data)
-            if _model_settings(given) != _model_settings(stored):
-                checked = None  # prepare checks the run's own model
+            checked = self.model_check()
         self.checked = checked
-        check_memory(self.config, model_dir, self.cluster.workers)
+        check_memory(self.config, checked.model_dir, self.cluster.workers)
+
+    def model_check(self) -> CheckedModel:
+        """The model and tokenizer training starts from, checked; with ``model.init_from``, the
+        parent run's (``training/init_from``), its windows the defaults of a new run."""
+        if not self.config.model.init_from:
+            init_from.check_no_record(self.config, self.resume)
+            return check_model(self.config)
+        self.parent = init_from.find_parent(self.config, self.run_dir)
+        if not self.resume:
+            self.config = init_from.child_config(self.config, self.parent, self.requested)
+        return init_from.check_parent(self.config, self.parent, self.requested)
 
     def prepare_data(self) -> None:
         """The features, built or reused from the cache."""
@@ -160,7 +170,10 @@ class Trainer(Bookkeeping):
         return model
 
     def load_model(self) -> Any:
-        """The TF QA model training starts from: the checked model's weights."""
+        """The TF QA model training starts from: the checked model's weights, or the parent
+        run's trained ones (head included)."""
+        if self.parent is not None:
+            return init_from.load_parent_model(self.parent)
         return load_qa_model(self.prepared.model_dir)
 
     def compile_model(self, model: Any, optimizer: Any) -> None:
@@ -267,11 +280,6 @@ class Trainer(Bookkeeping):
             shard=shard,
             order=order,
         ).skip(skip)
-
-
-def _model_settings(config: Config) -> tuple[Any, ...]:
-    """What ``check_model`` depends on."""
-    return config.model, config.preprocess.max_length, config.preprocess.stride
 
 
 def train(
