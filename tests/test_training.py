@@ -140,6 +140,9 @@ def test_nan_guard_stops_and_names_the_step() -> None:
     assert guard.bad_step == 17 and guard.model.stop_training
 
 
+# A subprocess that starts TensorFlow with two logical CPUs (36 s): the multi-worker slow tests
+# cover tf.distribute too, so it runs with them in `make test-slow`.
+@pytest.mark.slow
 def test_mirrored_strategy_over_two_logical_cpus(tiny_model_dir: Path, tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
