@@ -179,3 +179,44 @@ def test_bad_input_is_one_line_and_leaves_nothing(
     assert len(errors) == 1 and fragment in errors[0], result.stderr
     assert "Traceback" not in result.output
     assert not (tmp_path / "outputs").exists()
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
+        for p in root.rglob("*")
+    }
+
+
+@pytest.mark.parametrize("root_existed", [False, True])
+def test_a_crossval_stopped_before_any_checkpoint_removes_only_its_own_folder(
+    root_existed: bool, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import qa_finetune.training.trainer as trainer
+
+    config = _config(tmp_path, tiny_model_dir)
+    outputs = tmp_path / "outputs"
+    for name, text in {
+        "other/config.yaml": "train: {}\n",
+        "other/model/config.json": "{}",
+        "features/abc/prepare_report.json": "{}",
+        "notes.txt": "mine",
+        **({"cv/mine.txt": "mine too"} if root_existed else {}),
+    }.items():
+        (outputs / name).parent.mkdir(parents=True, exist_ok=True)
+        (outputs / name).write_text(text, encoding="utf-8")
+    before = _tree(tmp_path)
+
+    def interrupted(*args: Any, **kwargs: Any) -> Path:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "train", interrupted)
+    result = _crossval(config)
+    assert result.exit_code != 0
+    # A crossval folder this command made goes whole (no fold reached a checkpoint); one that
+    # was there before keeps the user's file, and nothing outside it changes either way.
+    after = _tree(tmp_path)
+    outside = {k: v for k, v in after.items() if not k.startswith("outputs/cv/")}
+    assert outside == {k: v for k, v in before.items() if not k.startswith("outputs/cv/")}
+    assert after.get("outputs/cv/mine.txt") == before.get("outputs/cv/mine.txt")
+    assert (outputs / "cv").exists() == root_existed

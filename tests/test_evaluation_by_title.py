@@ -93,3 +93,14 @@ def test_a_single_title_has_no_breakdown(tmp_path: Path) -> None:
     metrics, printed = _evaluate(tmp_path, path, allow_no_answer=False)
     assert "by_title" not in metrics and "by_title" not in printed
     assert not (tmp_path / "eval" / "report_titles.csv").exists()
+
+
+def test_no_titles_removes_only_the_earlier_titles_report(tmp_path: Path) -> None:
+    from qa_finetune.evaluation.by_title import TITLES_FILE, write_title_scores
+
+    (tmp_path / TITLES_FILE).write_text("title,count\nold,1\n", encoding="utf-8")
+    (tmp_path / "mine.csv").write_text("keep", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    assert write_title_scores([], tmp_path) == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "sub"]
+    assert (tmp_path / "mine.csv").read_text(encoding="utf-8") == "keep"
