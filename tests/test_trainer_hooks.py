@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_runs import tiny_run_config
+from tiny_runs import recording_trainer, tiny_run_config
 
 from qa_finetune.config import Config
 
@@ -37,33 +37,10 @@ def base_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return train(_config(tiny_model_dir, tmp_path_factory.mktemp("base")))
 
 
-def _recording_trainer() -> Any:
-    from qa_finetune.training.trainer import Trainer
-
-    class RecordingTrainer(Trainer):
-        """Feeds the usual batches and notes which (epoch, skip, shard) each fit asked for."""
-
-        def __init__(self, *args: Any, stop_after: int | None = None, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.asked: list[tuple[int, int, Any]] = []
-            self.stop_after = stop_after  # a checkpoint step to be killed at
-
-        def epoch_dataset(self, epoch: int, skip: int, shard: Any) -> Any:
-            self.asked.append((epoch, skip, shard))
-            return super().epoch_dataset(epoch, skip, shard)
-
-        def save(self, at_step: int) -> None:
-            super().save(at_step)
-            if at_step == self.stop_after:
-                raise KeyboardInterrupt
-
-    return RecordingTrainer
-
-
 def test_an_epoch_dataset_override_trains_end_to_end_and_resumes(
     base_run: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    recording = _recording_trainer()
+    recording = recording_trainer()
     config = _config(tiny_model_dir, tmp_path)
     trainer = recording(config)
     run_dir = trainer.train()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from sample_files import sample_data_path
-from tiny_runs import tiny_run_config
+from tiny_runs import recording_trainer, tiny_run_config
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
@@ -170,33 +170,10 @@ def test_features_are_cached_and_sampling_stays_out_of_the_fingerprint(
     assert len(again.prepared.replay) == len(domain_run.prepared.replay)
 
 
-def _recording_trainer() -> Any:
-    from qa_finetune.training.trainer import Trainer
-
-    class RecordingTrainer(Trainer):
-        """Notes the (epoch, skip) each fit asks for; killed after a given checkpoint."""
-
-        def __init__(self, *args: Any, stop_after: int | None = None, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.asked: list[tuple[int, int]] = []
-            self.stop_after = stop_after
-
-        def epoch_dataset(self, epoch: int, skip: int, shard: Any) -> Any:
-            self.asked.append((epoch, skip))
-            return super().epoch_dataset(epoch, skip, shard)
-
-        def save(self, at_step: int) -> None:
-            super().save(at_step)
-            if at_step == self.stop_after:
-                raise KeyboardInterrupt
-
-    return RecordingTrainer
-
-
 def test_a_resumed_run_skips_exactly_the_batches_it_trained(
     domain_run: Any, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    recording = _recording_trainer()
+    recording = recording_trainer()
     per_epoch = domain_run.schedule.steps_per_epoch
     # A checkpoint two steps into the second epoch (and at each epoch's end).
     stop = per_epoch + 2
@@ -206,7 +183,7 @@ def test_a_resumed_run_skips_exactly_the_batches_it_trained(
         first.train()
     resumed = recording(config, resume=True)
     resumed.train()
-    assert resumed.asked == [(1, 2)]
+    assert resumed.asked == [(1, 2, None)]
     # The resumed epoch feeds the uninterrupted epoch's batches after its first two.
     fed = _windows(resumed.epoch_dataset(1, 2, None))
     assert fed == _windows(domain_run.epoch_dataset(1, 0, None))[2 * 8 :]

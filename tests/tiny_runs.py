@@ -34,3 +34,28 @@ def tiny_run_config(
             "inference": {"batch_size": 16},
         }
     )
+
+
+def recording_trainer() -> Any:
+    """A Trainer subclass noting the (epoch, skip, shard) each fit asks for, killed after
+    the checkpoint at ``stop_after`` (a seam in use: ``epoch_dataset``)."""
+    from qa_finetune.training.trainer import Trainer
+
+    class RecordingTrainer(Trainer):
+        """Feeds the usual batches and notes which (epoch, skip, shard) each fit asked for."""
+
+        def __init__(self, *args: Any, stop_after: int | None = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.asked: list[tuple[int, int, Any]] = []
+            self.stop_after = stop_after  # a checkpoint step to be killed at
+
+        def epoch_dataset(self, epoch: int, skip: int, shard: Any) -> Any:
+            self.asked.append((epoch, skip, shard))
+            return super().epoch_dataset(epoch, skip, shard)
+
+        def save(self, at_step: int) -> None:
+            super().save(at_step)
+            if at_step == self.stop_after:
+                raise KeyboardInterrupt
+
+    return RecordingTrainer
