@@ -90,10 +90,7 @@ def squad_v2(
         if qid not in predictions:
             exact[qid] = f1[qid] = 0.0
             continue
-        golds = [a for a in answers if normalize_answer(a)] or [""]
-        prediction = predictions[qid]
-        exact[qid] = max(float(_v2_exact(g, prediction)) for g in golds)
-        f1[qid] = max(_v2_f1(g, prediction) for g in golds)
+        exact[qid], f1[qid] = v2_question_scores(predictions[qid], answers)
 
     has_ans = [q for q in references if has_answer[q]]
     no_ans = [q for q in references if not has_answer[q]]
@@ -113,6 +110,13 @@ def squad_v2(
             out[f"best_{name}"] = best
             out[f"best_{name}_thresh"] = threshold
     return out
+
+
+def v2_question_scores(prediction: str, answers: Sequence[str]) -> tuple[float, float]:
+    """Exact match and F1 (0..1) of one SQuAD v2 prediction against its gold answers."""
+    golds = [a for a in answers if normalize_answer(a)] or [""]
+    exact = max(float(_v2_exact(g, prediction)) for g in golds)
+    return exact, max(_v2_f1(g, prediction) for g in golds)
 
 
 def question_type(question: str) -> str:

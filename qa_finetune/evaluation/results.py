@@ -62,6 +62,16 @@ def _summary(metrics: Mapping[str, Any]) -> str:
                     f"{metrics[f'best_{key}']:.2f} ({metrics[f'best_{key}_thresh']:.3f})",
                 )
             )
+    if metrics.get("no_answer_threshold") is not None and metrics.get("version_2"):
+        rows.append(("no-answer threshold used", f"{metrics['no_answer_threshold']:.3f}"))
+    if "tuned_f1" in metrics:
+        # Chosen on these very questions: a setting to carry to other data, not a score.
+        rows.append(
+            (
+                "F1 at the best threshold here",
+                f"{metrics['tuned_f1']:.2f} ({metrics['tuned_no_answer_threshold']:.3f})",
+            )
+        )
     if "eval_loss" in metrics:
         rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
     if "questions_per_second" in metrics:

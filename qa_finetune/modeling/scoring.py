@@ -88,7 +88,14 @@ def evaluate_loaded(
         no_answer_threshold=inference_config.no_answer_threshold,
     )
     null_diff = predictions.null_score_diff if allow_no_answer else None
-    result = score(predictions.answers, references(examples), allow_no_answer, null_diff)
+    gold = references(examples)
+    result = score(predictions.answers, gold, allow_no_answer, null_diff)
+    if allow_no_answer:
+        from qa_finetune.decoding.threshold import tune_no_answer_threshold
+
+        threshold, tuned_f1 = tune_no_answer_threshold(predictions, gold)
+        result["tuned_no_answer_threshold"] = threshold
+        result["tuned_f1"] = tuned_f1
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss
