@@ -15,6 +15,7 @@ from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
     MaxLengthOption,
+    NoAnswerThresholdOption,
     OutputDirOption,
     StrideOption,
     friendly_errors,
@@ -72,6 +73,7 @@ def ask(
     max_length: MaxLengthOption = None,
     stride: StrideOption = None,
     allow_no_answer: AllowNoAnswerOption = False,
+    no_answer_threshold: NoAnswerThresholdOption = None,
     as_json: JsonOption = False,
     batch: BatchOption = None,
     output: BatchOutputOption = None,
@@ -96,6 +98,7 @@ def ask(
         max_length=max_length,
         stride=stride,
         max_answer_length=max_answer_length,
+        no_answer_threshold=no_answer_threshold,
         warn_untrained_head=not allow_untrained_head,
     )
     if batch is not None:

@@ -14,6 +14,7 @@ from qa_finetune.cli.options import (
     DatasetOption,
     MaxLengthOption,
     ModelOption,
+    NoAnswerThresholdOption,
     StrideOption,
     friendly_errors,
     model_on_backend,
@@ -67,6 +68,7 @@ def evaluate(
     stride: StrideOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
+    no_answer_threshold: NoAnswerThresholdOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
@@ -84,25 +86,17 @@ def evaluate(
             max_length=max_length,
             stride=stride,
             max_samples=max_samples,
+            no_answer_threshold=no_answer_threshold,
         )
     from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
 
+    where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
-        evaluate_predictions(
-            predictions,
-            data=data,
-            dataset=dataset,
-            split=split,
-            report_dir=report_dir,
-            allow_no_answer=allow_no_answer,
-        )
+        evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
         return
     evaluate_model(
         model,
-        data=data,
-        dataset=dataset,
-        split=split,
-        report_dir=report_dir,
+        **where,
         allow_no_answer=allow_no_answer,
         max_samples=max_samples,
         batch_size=batch_size,
@@ -110,6 +104,7 @@ def evaluate(
         stride=stride,
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
+        no_answer_threshold=no_answer_threshold,
     )
 
 

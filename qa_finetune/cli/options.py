@@ -52,6 +52,14 @@ OutputDirOption = Annotated[
 ]
 MaxLengthOption = Annotated[int | None, typer.Option(help="Tokens per window.")]
 StrideOption = Annotated[int | None, typer.Option(help="Tokens shared by windows.")]
+NoAnswerThresholdOption = Annotated[
+    float | None,
+    typer.Option(
+        "--no-answer-threshold",
+        help="With --allow-no-answer: abstain when the no-answer score beats the best span by "
+        "more than this (default: the run's inference.no_answer_threshold).",
+    ),
+]
 BackendOption = Annotated[
     str,
     typer.Option(

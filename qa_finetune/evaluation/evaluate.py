@@ -120,11 +120,12 @@ def evaluate_model(
     stride: int | None = None,
     warn_untrained_head: bool = True,
     backend: str = "auto",
+    no_answer_threshold: float | None = None,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
 
     Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
-    ``max_length`` and ``stride`` override it when given.
+    ``max_length``, ``stride`` and ``no_answer_threshold`` override it when given.
     """
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
@@ -141,6 +142,7 @@ def evaluate_model(
         stride=stride,
         batch_size=batch_size,
         backend=backend,
+        no_answer_threshold=no_answer_threshold,
         warn_untrained_head=warn_untrained_head,
     )
     run_dir = run_dir_of(loaded.model_dir)
@@ -157,15 +159,23 @@ def evaluate_model(
         "model": reference,
         "version_2": allow_no_answer,
         "features": windows,
+        **_answering_settings(loaded),
+        "seconds": round(seconds, 3),
+        "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
+    }
+    return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
+
+
+def _answering_settings(loaded: Any) -> dict[str, Any]:
+    """The backend, windows and decoding the scores were made with."""
+    return {
         "backend": loaded.backend,
         "max_length": loaded.spec.max_length,
         "stride": loaded.spec.stride,
         "n_best": loaded.settings.n_best,
         "max_answer_length": loaded.settings.max_answer_length,
-        "seconds": round(seconds, 3),
-        "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
+        "no_answer_threshold": loaded.settings.no_answer_threshold,
     }
-    return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 
 
 def _default_report_dir(run_dir: Path | None) -> Path:
