@@ -149,6 +149,7 @@ _STEP_COUNTS = (
     "checkpoint_every_steps",
     "early_stopping_patience",
     "max_steps",
+    "min_steps",
 )
 
 
@@ -180,7 +181,13 @@ class TrainConfig:
     # Which weights become model/: the best validation F1 (best), or the final ones (last),
     # for when the validation set only monitors a run and is not the target domain.
     keep_model: str = "best"
+    # With data.allow_no_answer: the run answers with the no-answer threshold that scores best
+    # on its validation data (hold out part of the training data; never the test set).
+    tune_no_answer_threshold: bool = False
     max_steps: int | None = None
+    # Small data: at least this many optimizer steps (more epochs over a few hundred questions
+    # rather than a handful of batches); max_steps still caps it.
+    min_steps: int | None = None
     # A training-time budget: training stops when its clock reaches it (validations included),
     # and the learning-rate schedule ends there too. Epochs or max_steps still cap it.
     max_minutes: float | None = None

@@ -95,7 +95,7 @@ def _summary(
     return lines
 
 
-def _limitations(config: dict[str, dict[str, Any]]) -> list[str]:
+def _limitations(config: dict[str, dict[str, Any]], training: dict[str, Any]) -> list[str]:
     preprocess = config.get("preprocess", {})
     inference = config.get("inference", {})
     lines = [
@@ -105,9 +105,13 @@ def _limitations(config: dict[str, dict[str, Any]]) -> list[str]:
     ]
     if config.get("data", {}).get("allow_no_answer"):
         threshold = inference.get("no_answer_threshold", 0.0)
+        chosen = ""
+        if training.get("no_answer_threshold") is not None:
+            threshold = round(float(training["no_answer_threshold"]), 4)
+            chosen = " (chosen for the best F1 on the run's validation data)"
         lines.append(
             "- Trained with unanswerable questions (SQuAD v2 style): it returns an empty answer "
-            f"when the no-answer score beats the best span by more than {threshold}."
+            f"when the no-answer score beats the best span by more than {threshold}{chosen}."
         )
     else:
         lines.append(
@@ -231,7 +235,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
         "Intended for finding the answer to a question inside a passage of text supplied "
         "with it (reading comprehension, document question answering)."
     )
-    body += ["", *_limitations(config)]
+    body += ["", *_limitations(config, training or {})]
     model_dir = RunPaths(run_dir).model
     has_pytorch = (model_dir / "model.safetensors").is_file()
     # A run without model/ (a card previewed early) gets the TensorFlow snippet, as before.

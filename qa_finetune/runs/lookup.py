@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,7 @@ def run_config(model_dir: Path) -> Config | None:
         return None
     path = RunPaths(run_dir).config
     try:
-        return load_run_config(run_dir)
+        return with_tuned_threshold(run_dir, load_run_config(run_dir))
     except (OSError, QAFinetuneError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         named = reason if str(path) in reason else f"{path}: {reason}"
@@ -65,6 +67,25 @@ def run_config(model_dir: Path) -> Config | None:
             f"{named}; the run's window and decoding settings come from it: fix it, or delete "
             "it to use the model with the default settings"
         ) from None
+
+
+def with_tuned_threshold(run_dir: Path, config: Config) -> Config:
+    """``config`` answering with the no-answer threshold the run chose on its validation data
+    (``train.tune_no_answer_threshold``, recorded in ``metrics.json`` when training ended)."""
+    if not config.train.tune_no_answer_threshold:
+        return config
+    from qa_finetune.nesting import load_json
+
+    path = RunPaths(run_dir).metrics
+    try:
+        metrics = load_json(path.read_text(encoding="utf-8"), str(path), str)
+    except (OSError, UnicodeDecodeError, ValueError, QAFinetuneError):
+        return config  # not finished yet (or unreadable): the configured threshold
+    value = metrics.get("no_answer_threshold") if isinstance(metrics, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return config
+    inference = dataclasses.replace(config.inference, no_answer_threshold=float(value))
+    return dataclasses.replace(config, inference=inference)
 
 
 def latest_run(output_dir: Path) -> Path:

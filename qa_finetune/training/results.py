@@ -113,9 +113,14 @@ def _scores(
     return scores
 
 
+_V2_COLUMNS = ("HasAns_f1", "NoAns_f1", "tuned_f1", "tuned_no_answer_threshold")
+
+
 def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     """history.csv: one row per evaluation."""
     columns = ["epoch", "step", "minutes", "loss", "eval_loss", "exact_match", "f1"]
+    # SQuAD v2 validation: the split by answerability and the best threshold at each step.
+    columns += [key for key in _V2_COLUMNS if any(key in row for row in history)]
     for row in history:
         columns += [key for key in row if key.startswith(MONITOR_PREFIX) and key not in columns]
     text = io.StringIO(newline="")
@@ -163,6 +168,11 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
+    tuned = kept.get("tuned_no_answer_threshold")
+    if config.train.tune_no_answer_threshold and tuned is not None:
+        # ask, evaluate, serve and export answer with it (runs.lookup.run_config).
+        metrics["no_answer_threshold"] = tuned
+        metrics["no_answer_threshold_f1"] = kept.get("tuned_f1")
     parent = config.parent.recorded()
     if parent is not None:
         metrics["parent"] = parent  # the run this one started from (model.init_from)

@@ -73,3 +73,21 @@ def check_memory(config: Config, model_dir: Path, workers: int) -> None:
             max_length=config.preprocess.max_length,
             bytes_per_value=2 if train.mixed_precision == "on" else 4,
         )
+
+
+def check_threshold_tuning(config: Config) -> None:
+    """``train.tune_no_answer_threshold`` needs questions without answers and validation data."""
+    if not config.train.tune_no_answer_threshold:
+        return
+    if not config.data.allow_no_answer:
+        raise QAFinetuneError(
+            "train.tune_no_answer_threshold chooses when to answer 'no answer', which needs "
+            "data.allow_no_answer=true (SQuAD v2 style data): set it, or drop the tuning"
+        )
+    data = config.data
+    if not (data.validation_file or data.dataset or data.validation_fraction > 0):
+        raise QAFinetuneError(
+            "train.tune_no_answer_threshold chooses the threshold on validation data: set "
+            "data.validation_fraction (e.g. 0.2, held out from the training data) or "
+            "data.validation_file"
+        )

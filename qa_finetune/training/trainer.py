@@ -34,7 +34,12 @@ from qa_finetune.training.epoch_windows import EpochWindows
 from qa_finetune.training.failures import disk_full_named, is_disk_full
 from qa_finetune.training.prepare import CheckedModel, check_model, prepare
 from qa_finetune.training.progress import RunProgress
-from qa_finetune.training.run_checks import check_memory, check_resume_request, check_run_dir
+from qa_finetune.training.run_checks import (
+    check_memory,
+    check_resume_request,
+    check_run_dir,
+    check_threshold_tuning,
+)
 from qa_finetune.training.schedule import Schedule, TrainingClock, build_optimizer
 from qa_finetune.training.sharding import check_tf_config
 from qa_finetune.training.tf_data import make_dataset, pad_multiple
@@ -119,6 +124,7 @@ class Trainer(Bookkeeping):
             checkpoints.check_same_data(self.run_dir, self.config.data)
             checked = self.model_check()
         self.checked = checked
+        check_threshold_tuning(self.config)
         check_memory(self.config, checked.model_dir, self.cluster.workers)
 
     def model_check(self) -> CheckedModel:
