@@ -33,6 +33,8 @@ class Schedule:
     def of(cls, config: Config, windows: int) -> Schedule:
         steps_per_epoch = max(1, math.ceil(windows / config.train.batch_size))
         total = math.ceil(config.train.epochs * steps_per_epoch)
+        if config.train.min_steps:
+            total = max(total, config.train.min_steps)
         if config.train.max_steps:
             total = min(total, config.train.max_steps)
         return cls(steps_per_epoch, total, int(total * config.train.warmup_ratio))
