@@ -15,6 +15,7 @@ from qa_finetune.cli.export import export
 from qa_finetune.cli.prepare import prepare
 from qa_finetune.cli.push import push
 from qa_finetune.cli.serve import serve
+from qa_finetune.cli.split import split
 from qa_finetune.cli.train import train
 
 # Locals are never shown in tracebacks: they can hold a Hub token.
@@ -26,7 +27,7 @@ app = typer.Typer(
 )
 
 # Registration order is the order `qa-finetune --help` lists them in.
-for _command in (prepare, train, crossval, ask, evaluate, export, serve, push):
+for _command in (prepare, split, train, crossval, ask, evaluate, export, serve, push):
     app.command()(_command)
 
 if __name__ == "__main__":
