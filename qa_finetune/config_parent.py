@@ -15,7 +15,7 @@ class ParentConfig:
 
     run: str | None = None  # the parent's run name
     path: str | None = None  # its directory when this run started
-    checkpoint: str | None = None  # best or latest
+    checkpoint: str | None = None  # best, last (the model/ it kept) or latest
     config_sha256: str | None = None  # sha256 of its config.yaml
     base_model: str | None = None  # its model.name_or_path
     exact_match: float | None = None  # its metrics.json

@@ -34,8 +34,9 @@ class ModelConfig:
     # A run (its directory, or its name under train.output_dir) whose trained weights, QA head
     # and tokenizer the run starts from; name_or_path then defaults to that run's base model.
     init_from: str | None = None
-    # best: the run's model/ (its best validation weights); latest: its last checkpoint.
-    init_checkpoint: str = "best"
+    # model: the weights the run kept in model/ (as its train.keep_model chose); best: the same,
+    # insisting that they are its best validation weights; latest: its last checkpoint.
+    init_checkpoint: str = "model"
 
     def __post_init__(self) -> None:
         check(bool(self.name_or_path.strip()), "model.name_or_path", "must not be empty")
@@ -44,7 +45,7 @@ class ModelConfig:
             "model.init_from",
             "must not be empty (a run directory or run name, or null)",
         )
-        check(*choice("model.init_checkpoint", self.init_checkpoint, ("best", "latest")))
+        check(*choice("model.init_checkpoint", self.init_checkpoint, ("model", "best", "latest")))
 
 
 @dataclass(frozen=True)

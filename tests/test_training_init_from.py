@@ -72,7 +72,7 @@ def _logits(model: Any, tokenizer: Any) -> np.ndarray:
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
-@pytest.mark.parametrize("which", ["best", "latest"])
+@pytest.mark.parametrize("which", ["model", "best", "latest"])
 def test_the_parent_head_and_tokenizer_are_loaded(
     family: str, which: str, parent_run: Callable[[str], Path], family_model_dir: Any
 ) -> None:
@@ -184,8 +184,11 @@ BAD = {
         },
         "has no checkpoint",
     ),
-    "kept last": (
-        lambda root, parent, model: {"init_from": str(_keep_last(root, parent))},
+    "best asked, last kept": (
+        lambda root, parent, model: {
+            "init_from": str(_keep_last(root, parent)),
+            "init_checkpoint": "best",
+        },
         "--init-checkpoint latest",
     ),
     "itself": (lambda root, parent, model: {"init_from": "child"}, "names the run being written"),
@@ -257,3 +260,16 @@ def test_the_command_line_refuses_an_encoder_folder(tiny_model_dir: Path, tmp_pa
     [line] = result.output.strip().splitlines()
     assert "is a model folder, not a run" in line and "use --model" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_by_default_a_run_that_kept_its_last_weights_starts_its_child_from_them(
+    parent_run: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from qa_finetune.training.trainer import Trainer
+
+    parent = _keep_last(tmp_path, parent_run("bert"))
+    config, asked = _child(parent)
+    assert config.model.init_checkpoint == "model"
+    trainer = Trainer(config, requested=asked)
+    trainer.check()
+    assert trainer.parent.model_dir == parent / "model" and trainer.parent.checkpoint is None

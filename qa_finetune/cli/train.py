@@ -39,7 +39,10 @@ InitFromOption = Annotated[
 ]
 InitCheckpointOption = Annotated[
     str | None,
-    typer.Option(help="With --init-from: best (the run's model/) or latest (its last checkpoint)."),
+    typer.Option(
+        help="With --init-from: model (the weights its model/ kept; default), best (the same, "
+        "refused unless they are its best validation weights) or latest (its last checkpoint)."
+    ),
 ]
 PushOption = Annotated[
     bool, typer.Option("--push-to-hub", help="Publish the run when training ends.")

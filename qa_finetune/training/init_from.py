@@ -69,13 +69,13 @@ def _weights(run_dir: Path, stored: Config, which: str) -> tuple[Path, str | Non
     paths = RunPaths(run_dir)
     model_dir = paths.model
     has_model = (model_dir / "config.json").is_file()
-    if which == "best":
+    if which in ("model", "best"):
         if not has_model:
             raise QAFinetuneError(
                 f"run {run_dir} has no trained model ({MODEL_DIR}/ is missing: it did not "
                 "finish); use --init-checkpoint latest to start from its last checkpoint"
             )
-        if stored.train.keep_model == "last":
+        if which == "best" and stored.train.keep_model == "last":
             raise QAFinetuneError(
                 f"run {run_dir} kept its last weights, not its best (train.keep_model=last): "
                 "use --init-checkpoint latest"
@@ -84,7 +84,7 @@ def _weights(run_dir: Path, stored: Config, which: str) -> tuple[Path, str | Non
     checkpoint = tf.train.latest_checkpoint(str(paths.checkpoints))
     if checkpoint is None:
         raise QAFinetuneError(
-            f"run {run_dir} has no checkpoint: use --init-checkpoint best (its {MODEL_DIR}/)"
+            f"run {run_dir} has no checkpoint: use --init-checkpoint model (its {MODEL_DIR}/)"
         )
     if has_model:
         return model_dir, checkpoint
@@ -122,7 +122,8 @@ def find_parent(config: Config, run_dir: Path) -> Parent:
     record = ParentConfig(
         run=parent_dir.name,
         path=str(parent_dir),
-        checkpoint=which,
+        # model/ holds its best or its last weights, as the parent's keep_model chose.
+        checkpoint=stored.train.keep_model if which == "model" else which,
         config_sha256=hashlib.sha256(text).hexdigest(),
         base_model=stored.model.name_or_path,
         **_scores(parent_dir),
