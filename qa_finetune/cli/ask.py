@@ -97,6 +97,8 @@ def ask(
         stride=stride,
         max_answer_length=max_answer_length,
         warn_untrained_head=not allow_untrained_head,
+        # Many questions: the batch size measured fastest here, unless the run sets one.
+        tune_batch=batch is not None,
     )
     if batch is not None:
         settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}

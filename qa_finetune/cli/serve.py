@@ -10,6 +10,14 @@ from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
 from qa_finetune.modeling.formats import BACKENDS, choices
 
+MaxBatchOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Most windows in one forward pass (default: the size measured fastest on this "
+        "machine, cached; 1 where batching does not pay)."
+    ),
+]
+
 
 @friendly_errors
 def serve(
@@ -19,7 +27,7 @@ def serve(
     ),
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
-    max_batch: Annotated[int, typer.Option(help="Most windows in one forward pass.")] = 32,
+    max_batch: MaxBatchOption = None,
     max_wait_ms: Annotated[
         float, typer.Option(help="Longest wait for more requests to batch, ms.")
     ] = 5.0,
