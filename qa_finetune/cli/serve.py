@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
 from qa_finetune.modeling.formats import BACKENDS, choices
@@ -59,6 +60,7 @@ def serve(
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()
+    show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
         if _runs_on_tensorflow(model, backend):
             import_tensorflow_quietly()
