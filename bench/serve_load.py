@@ -5,11 +5,16 @@
 
 SQuAD dev questions with their own contexts are sent to a real server process on 127.0.0.1
 (nothing else is ever addressed) by 1, 8, 32 and 64 concurrent clients: questions/s, latency
-percentiles, errors and the server's RSS. The same requests at 32 clients then go to a
-second server with ``--max-batch 1`` (rounds alternate between the two servers, so machine
-noise hits both alike), and a soak sends ``--soak`` requests at 32 clients, counting 5xx and
-lost requests and comparing the RSS after the first and the last 1,000. Finally the answers
-the service gave are compared with ``qa-finetune ask --batch`` on the same inputs.
+percentiles, errors and the server's RSS. The server runs with its default batch size (the
+one it measures on this machine) unless ``--max-batch`` is given. The same requests at 32
+clients, then at 1 client, go to it and to a second server with ``--max-batch 1`` (rounds
+alternate between the two servers, so machine noise hits both alike), and
+``QuestionAnswerer.answer_batch`` answers them offline in this process at several batch
+sizes; three ratios are printed with their targets: 32 clients vs ``--max-batch 1`` (>= 1.0x),
+vs the best offline batch (>= 0.9x), and the 1-client p50 latency vs ``--max-batch 1``
+(<= 1.1x). A soak sends ``--soak`` requests at 32 clients, counting 5xx and lost requests and
+comparing the RSS after the first and the last 1,000. Finally the answers the service gave
+are compared with ``qa-finetune ask --batch`` on the same inputs.
 
 Bounded: a fixed number of requests per phase and ``--time-cap`` seconds in all; a phase that
 reaches the cap stops and says so. The clients share the machine with the server.
@@ -73,7 +78,7 @@ class Server:
     """One ``qa-finetune serve`` process."""
 
     model: str
-    max_batch: int
+    max_batch: int | None  # None: the server's default (the batch size it measures)
     max_wait_ms: float
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -93,8 +98,7 @@ class Server:
             HOST,
             "--port",
             str(self.port),
-            "--max-batch",
-            str(self.max_batch),
+            *(["--max-batch", str(self.max_batch)] if self.max_batch is not None else []),
             "--max-wait-ms",
             str(self.max_wait_ms),
             "--no-access-log",
@@ -252,6 +256,93 @@ HEADER = (
 )
 
 
+def batch_name(max_batch: int | None) -> str:
+    return "default (measured)" if max_batch is None else f"max-batch {max_batch}"
+
+
+def chosen_batch(log: Path) -> str:
+    """The ``--max-batch`` a server logged at start-up, or "?"."""
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if "serving with --max-batch" in line:
+            return line.rsplit(" ", 1)[-1]
+    return "?"
+
+
+async def alternate(
+    args: argparse.Namespace,
+    servers: tuple[Server, Server],
+    pairs: list[dict[str, str]],
+    clients: int,
+    deadline: float,
+) -> tuple[list[Phase], list[Phase]]:
+    """``args.rounds`` rounds of the same requests to each server in turn."""
+    phases: tuple[list[Phase], list[Phase]] = ([], [])
+    for round_number in range(args.rounds):
+        for server, kept in zip(servers, phases, strict=True):
+            name = f"{batch_name(server.max_batch)}, round {round_number + 1}"
+            phase = await run_phase(server, Phase(name, clients), pairs, args.requests, deadline)
+            kept.append(phase)
+            print(phase.row(), flush=True)
+    return phases
+
+
+def throughput(phases: list[Phase]) -> float:
+    """Questions per second over all the phases together."""
+    seconds = sum(p.seconds for p in phases)
+    return sum(p.ok for p in phases) / seconds if seconds else float("nan")
+
+
+def offline_best(model: str, pairs: list[dict[str, str]], sizes: list[int]) -> dict[int, float]:
+    """Questions per second of ``QuestionAnswerer.answer_batch`` (all the questions at once)
+    by batch size, in this process, while the servers are idle."""
+    import dataclasses
+
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    answerer = QuestionAnswerer.load(model, batch_size=1)
+    questions = [(p["question"], p["context"]) for p in pairs]
+    answerer.predict_windows(answerer.windows(*zip(*questions[:4], strict=True)).encoding, True)
+    speeds = {}
+    for size in sizes:
+        answerer.settings = dataclasses.replace(answerer.settings, batch_size=size)
+        began = time.perf_counter()
+        answerer.answer_batch(questions)
+        speeds[size] = len(questions) / (time.perf_counter() - began)
+    return speeds
+
+
+async def batching_check(
+    args: argparse.Namespace, servers: tuple[Server, Server], pairs: list[dict[str, str]]
+) -> None:
+    """The three targets: 32 clients vs --max-batch 1, vs the best offline batch, and the
+    1-client p50 latency vs --max-batch 1."""
+    deadline = time.monotonic() + args.time_cap
+    used = pairs[: args.requests]
+    print(f"\n{HEADER}")
+    busy = await alternate(args, servers, used, 32, deadline)
+    idle = await alternate(args, servers, used, 1, deadline)
+    offline = offline_best(args.model, used, args.offline_sizes)
+    best_size = max(offline, key=offline.__getitem__)
+    default_qps, single_qps = throughput(busy[0]), throughput(busy[1])
+    p50 = [statistics.median(q for p in phases for q in p.latencies) * 1000 for phases in idle]
+    print(
+        "\noffline answer_batch, questions/s by batch size: "
+        + ", ".join(f"{size}: {speed:.1f}" for size, speed in offline.items())
+    )
+    print(
+        f"32 clients: default server {default_qps:.1f} q/s, --max-batch 1 {single_qps:.1f} q/s: "
+        f"{default_qps / single_qps:.2f}x (target >= 1.0x)"
+    )
+    print(
+        f"32 clients vs the best offline batch ({best_size}: {offline[best_size]:.1f} q/s): "
+        f"{default_qps / offline[best_size]:.2f}x (target >= 0.9x)"
+    )
+    print(
+        f"1 client p50: default server {p50[0]:.0f} ms, --max-batch 1 {p50[1]:.0f} ms: "
+        f"{p50[0] / p50[1]:.2f}x (target <= 1.1x)"
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.time_cap
     pairs = load_pairs(Path(args.data), args.questions)
@@ -260,66 +351,68 @@ async def main_async(args: argparse.Namespace) -> None:
     single = Server(args.model, 1, args.max_wait_ms)
     batched.start(logs / "batched.log")
     single.start(logs / "single.log")
-    batched.wait_ready()
-    single.wait_ready()
-    print(machine_line())
-    print(f"model {args.model}; {len(pairs)} SQuAD dev questions; server logs in {logs}")
-    rss_idle = batched.rss()
-    print(f"server RSS after warm-up: {rss_idle:.0f} MiB (max-batch {args.max_batch})\n")
+    try:
+        kept = await measure_servers(args, (batched, single), pairs, logs, deadline)
+    finally:
+        for server in (batched, single):  # a failed phase leaves no server behind
+            if server.process is not None and server.process.poll() is None:
+                server.process.kill()
+    if args.check and kept:
+        first = dict(sorted(kept.items())[: args.check])
+        print(compare_with_ask(args.model, pairs, first))
 
+
+async def measure_servers(
+    args: argparse.Namespace,
+    servers: tuple[Server, Server],
+    pairs: list[dict[str, str]],
+    logs: Path,
+    deadline: float,
+) -> dict[int, Any]:
+    """Every phase against the two running servers, then SIGTERM to both; the answers of
+    the first phases, by question."""
+    batched, single = servers
+    batched.wait_ready(args.ready_timeout)
+    single.wait_ready(args.ready_timeout)
+    print(machine_line())
+    print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"model {args.model}; {len(pairs)} SQuAD dev questions; server logs in {logs}")
+    print(
+        f"server RSS after warm-up: {batched.rss():.0f} MiB ({batch_name(args.max_batch)}: "
+        f"--max-batch {chosen_batch(logs / 'batched.log')})\n"
+    )
     print(HEADER)
     kept: dict[int, Any] = {}
     for clients in args.levels:
-        phase = Phase(f"max-batch {args.max_batch}", clients)
+        phase = Phase(batch_name(args.max_batch), clients)
         await run_phase(batched, phase, pairs, args.requests, deadline, keep_answers=True)
         kept.update(phase.answers)
         print(phase.row(), flush=True)
+    if args.rounds:
+        await batching_check(args, servers, pairs)
+    if args.soak:
+        await soak(batched, pairs, args.soak, deadline)
+    codes = batched.stop(), single.stop()
+    print(f"servers stopped with SIGTERM: exit {codes[0]} and {codes[1]}")
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return kept
 
-    ratios = []
-    for round_number in range(args.rounds):
-        a = await run_phase(
-            batched,
-            Phase(f"max-batch {args.max_batch}, round {round_number + 1}", 32),
-            pairs,
-            args.requests,
-            deadline,
-        )
-        b = await run_phase(
-            single,
-            Phase(f"max-batch 1, round {round_number + 1}", 32),
-            pairs,
-            args.requests,
-            deadline,
-        )
-        print(a.row(), flush=True)
-        print(b.row(), flush=True)
-        if a.seconds and b.seconds and b.ok:
-            ratios.append((a.ok / a.seconds) / (b.ok / b.seconds))
-    if ratios:
-        print(
-            f"\nmicro-batching at 32 clients: {statistics.median(ratios):.2f}x the throughput "
-            f"of --max-batch 1 (rounds: {', '.join(f'{r:.2f}x' for r in ratios)})"
-        )
 
+async def soak(server: Server, pairs: list[dict[str, str]], count: int, deadline: float) -> None:
+    """``count`` requests at 32 clients: 5xx, lost requests and the RSS every 1,000."""
     samples: list[tuple[int, float]] = []
-    soak = Phase("soak", 32)
-    await run_phase(batched, soak, pairs, args.soak, deadline, rss_every=1000, rss_samples=samples)
-    print(f"\n{HEADER}\n{soak.row()}")
-    five_xx = sum(n for status, n in soak.statuses.items() if status >= 500)
+    phase = Phase("soak", 32)
+    await run_phase(server, phase, pairs, count, deadline, rss_every=1000, rss_samples=samples)
+    print(f"\n{HEADER}\n{phase.row()}")
+    five_xx = sum(n for status, n in phase.statuses.items() if status >= 500)
     print(
-        f"soak: {soak.sent} sent, {soak.ok} ok, {five_xx} 5xx, {soak.lost} lost, statuses "
-        f"{dict(sorted(soak.statuses.items()))}; RSS every 1,000: "
+        f"soak: {phase.sent} sent, {phase.ok} ok, {five_xx} 5xx, {phase.lost} lost, statuses "
+        f"{dict(sorted(phase.statuses.items()))}; RSS every 1,000: "
         + ", ".join(f"{n}: {rss:.0f}" for n, rss in samples)
     )
     if len(samples) >= 2:
         growth = (samples[-1][1] - samples[0][1]) / samples[0][1] * 100
         print(f"RSS growth between the first and the last 1,000 requests: {growth:+.1f}%")
-
-    codes = batched.stop(), single.stop()
-    print(f"servers stopped with SIGTERM: exit {codes[0]} and {codes[1]}")
-    if args.check and kept:
-        first = dict(sorted(kept.items())[: args.check])
-        print(compare_with_ask(args.model, pairs, first))
 
 
 def main() -> None:
@@ -334,11 +427,24 @@ def main() -> None:
         help="Concurrent clients per phase.",
     )
     parser.add_argument("--requests", type=int, default=256, help="Requests per phase.")
-    parser.add_argument("--rounds", type=int, default=2, help="Batched / unbatched rounds.")
-    parser.add_argument("--soak", type=int, default=5000, help="Requests in the soak.")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="Default / --max-batch 1 rounds (32 and 1 client)."
+    )
+    parser.add_argument("--soak", type=int, default=5000, help="Requests in the soak (0: none).")
     parser.add_argument("--check", type=int, default=300, help="Answers compared with ask.")
-    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument(
+        "--max-batch", type=int, default=None, help="Default: the server's own (measured)."
+    )
+    parser.add_argument(
+        "--offline-sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1, 2, 4, 8, 16, 64],
+        help="Batch sizes of the offline answer_batch comparison.",
+    )
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument(
+        "--ready-timeout", type=float, default=900, help="Seconds for a server to load."
+    )
     parser.add_argument("--time-cap", type=float, default=1500, help="Seconds for all phases.")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -12,6 +12,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Tests never reach the Hub; fail fast instead of waiting on the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Batch sizes stay the configured ones (no timing, no cache in ~/.cache); the tests of the
+# measurement turn it on in a cache folder of their own.
+os.environ.setdefault("QA_FINETUNE_BATCH_PROFILE", "off")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -71,3 +71,16 @@ def test_qa_config_of_an_earlier_release_names_the_threshold_as_before(tmp_path:
     exported = read_qa_config(tmp_path)
     assert exported == {"no_answer_threshold": 2.5}
     assert inference_settings(None, exported).no_answer_threshold == 2.5
+
+
+def test_onnx_sessions_use_the_allowed_cores_without_spinning() -> None:
+    import os
+
+    ort = pytest.importorskip("onnxruntime")
+    from qa_finetune.modeling.formats.onnx import session_options
+
+    options = session_options(ort)
+    assert options.intra_op_num_threads == len(os.sched_getaffinity(0))
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+    assert session_options(ort, threads=1).intra_op_num_threads == 1

@@ -100,6 +100,8 @@ def ask(
         max_answer_length=max_answer_length,
         no_answer_threshold=no_answer_threshold,
         warn_untrained_head=not allow_untrained_head,
+        # Many questions: the batch size measured fastest here, unless the run sets one.
+        tune_batch=batch is not None,
     )
     if batch is not None:
         settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}

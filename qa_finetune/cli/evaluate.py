@@ -49,7 +49,11 @@ OldAllowNoAnswerOption = Annotated[bool, typer.Option("--version-2", hidden=True
 MaxSamplesOption = Annotated[int | None, typer.Option(min=1, help="Score the first N questions.")]
 BatchSizeOption = Annotated[
     int | None,
-    typer.Option(min=1, help="Windows per forward pass (default: the run's inference.batch_size)."),
+    typer.Option(
+        min=1,
+        help="Windows per forward pass (default: the run's inference.batch_size if not the "
+        "default 64, else the size measured fastest on this machine).",
+    ),
 ]
 
 

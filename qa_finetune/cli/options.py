@@ -64,8 +64,8 @@ BackendOption = Annotated[
     str,
     typer.Option(
         "--backend",
-        help=f"auto (ONNX when the model folder has {ONNX_FILE}, else TensorFlow), "
-        f"{choices(BACKENDS[1:])}.",
+        help=f"auto (ONNX when the model folder has {ONNX_FILE}, else TensorFlow; with "
+        f"both, the one measured faster here), {choices(BACKENDS[1:])}.",
     ),
 ]
 

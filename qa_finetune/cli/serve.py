@@ -6,9 +6,18 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
 from qa_finetune.modeling.formats import BACKENDS, choices
+
+MaxBatchOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Most windows in one forward pass (default: the size measured fastest on this "
+        "machine, cached; 1 where batching does not pay)."
+    ),
+]
 
 
 @friendly_errors
@@ -19,7 +28,7 @@ def serve(
     ),
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
-    max_batch: Annotated[int, typer.Option(help="Most windows in one forward pass.")] = 32,
+    max_batch: MaxBatchOption = None,
     max_wait_ms: Annotated[
         float, typer.Option(help="Longest wait for more requests to batch, ms.")
     ] = 5.0,
@@ -51,6 +60,7 @@ def serve(
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()
+    show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
         if _runs_on_tensorflow(model, backend):
             import_tensorflow_quietly()

@@ -125,7 +125,8 @@ def evaluate_model(
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
 
     Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
-    ``max_length``, ``stride`` and ``no_answer_threshold`` override it when given.
+    ``max_length``, ``stride`` and ``no_answer_threshold`` override it when given (no batch
+    size: the one measured fastest here).
     """
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
@@ -144,6 +145,7 @@ def evaluate_model(
         backend=backend,
         no_answer_threshold=no_answer_threshold,
         warn_untrained_head=warn_untrained_head,
+        tune_batch=True,
     )
     run_dir = run_dir_of(loaded.model_dir)
     started = time.perf_counter()

@@ -7,6 +7,7 @@ settings the same way: explicit values, else the run's ``config.yaml``, else an 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,15 +51,19 @@ def load_for_answering(
     backend: str = "auto",
     quantized: bool = False,
     warn_untrained_head: bool = True,
+    tune_batch: bool = False,
 ) -> LoadedModel:
     """Resolve ``reference`` and load it; settings left as None come from the run.
 
     ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one, without
-    importing TensorFlow; ``quantized`` picks ``model.int8.onnx`` instead. A TensorFlow model
-    whose checkpoint has no QA head (a base encoder) gets a logged warning unless
-    ``warn_untrained_head`` is False.
+    importing TensorFlow (with TensorFlow weights beside it too: the faster of the two here,
+    ``modeling/backend_choice``); ``quantized`` picks ``model.int8.onnx`` instead. A
+    TensorFlow model whose checkpoint has no QA head (a base encoder) gets a logged warning
+    unless ``warn_untrained_head`` is False. ``tune_batch`` replaces a batch size nobody chose (see
+    ``tuned``) by the one measured fastest on this machine (``modeling/batch_profile``).
     """
-    from qa_finetune.modeling.formats import choose_backend, load_predictor
+    from qa_finetune.modeling.backend_choice import faster_backend, measurable
+    from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.formats.qa_config import read_qa_config
     from qa_finetune.modeling.reference import resolve_model_dir
 
@@ -77,15 +82,55 @@ def load_for_answering(
         batch_size=batch_size,
         no_answer_threshold=no_answer_threshold,
     )
-    if chosen != "tf":
-        model = load_predictor(model_dir, chosen, quantized)
-        return LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
+    if measurable(model_dir, backend, chosen, quantized):
+
+        def load(name: str) -> tuple[Any, Any]:
+            return _model(model_dir, name, False, False), _tokenizer(model_dir, name, exported)
+
+        chosen = faster_backend(model_dir, spec.max_length, load)
+        tokenizer = _tokenizer(model_dir, chosen, exported)
+    model = _model(model_dir, chosen, quantized, warn_untrained_head)
+    loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
+    if tune_batch and batch_size is None and not chosen_batch(trained, exported):
+        loaded.settings = tuned(loaded)
+    return loaded
+
+
+def _model(model_dir: Path, backend: str, quantized: bool, warn_untrained_head: bool) -> Any:
+    """The Keras model (``tf``) or the runtime's predictor of ``model_dir``."""
+    if backend != "tf":
+        from qa_finetune.modeling.formats import load_predictor
+
+        return load_predictor(model_dir, backend, quantized)
     from qa_finetune.modeling.loading import load_qa_model, untrained_head_warning
 
     warning = untrained_head_warning(model_dir) if warn_untrained_head else None
     if warning:
         log.warning(warning)
-    return LoadedModel(model_dir, load_qa_model(model_dir), tokenizer, spec, settings, "tf")
+    return load_qa_model(model_dir)
+
+
+def chosen_batch(trained: Config | None, exported: Mapping[str, Any]) -> bool:
+    """Whether a run or an export names a batch size of its own. A run's ``config.yaml``
+    holds every setting, chosen or not: only a value other than the default counts."""
+    stored = trained.inference.batch_size if trained else exported.get("batch_size")
+    return stored is not None and stored != InferenceConfig().batch_size
+
+
+def tuned(loaded: LoadedModel, fallback: int | None = None) -> InferenceConfig:
+    """``loaded``'s settings with the batch size measured fastest on this machine (or
+    ``fallback`` when measuring is turned off, by default the configured size)."""
+    from qa_finetune.modeling.batch_profile import tuned_batch_size
+
+    size = tuned_batch_size(
+        loaded.model,
+        loaded.tokenizer,
+        loaded.model_dir,
+        loaded.backend,
+        loaded.spec.max_length,
+        fallback=loaded.settings.batch_size if fallback is None else fallback,
+    )
+    return dataclasses.replace(loaded.settings, batch_size=size)
 
 
 def _tokenizer(model_dir: Path, backend: str, exported: Mapping[str, Any]) -> Any:

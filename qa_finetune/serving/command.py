@@ -25,6 +25,8 @@ from qa_finetune.errors import QAFinetuneError
 
 _ENV = "QA_FINETUNE_SERVE"
 KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection is closed after this
+# --max-batch when it is not given and measuring the forward cost is turned off.
+UNMEASURED_MAX_BATCH = 32
 log = logging.getLogger("qa_finetune.serving.command")
 
 
@@ -91,20 +93,31 @@ def _check_backend(backend: str) -> None:
         raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
-def load_answerer(reference: str, backend: str, max_batch: int) -> Any:
-    """The shared answerer: the run's decoding settings, batches of up to ``max_batch``."""
+def load_answerer(reference: str, backend: str, max_batch: int | None) -> Any:
+    """The shared answerer: the run's decoding settings, batches of up to ``max_batch``
+    windows; None: the size measured fastest on this machine (``UNMEASURED_MAX_BATCH`` when
+    measuring is turned off)."""
     from qa_finetune.inference.answerer import QuestionAnswerer
+    from qa_finetune.modeling.batch_profile import enabled
 
     _check_backend(backend)
-    return QuestionAnswerer.load(reference, batch_size=max_batch, backend=backend)
+    if max_batch is None and not enabled():
+        max_batch = UNMEASURED_MAX_BATCH
+    return QuestionAnswerer.load(
+        reference, batch_size=max_batch, backend=backend, tune_batch=max_batch is None
+    )
 
 
 def build_app(reference: str, backend: str, settings: Any) -> Any:
     """Load the model and wrap it in the app (what each worker process does)."""
+    from dataclasses import replace
+
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.service import AnswerService
 
     answerer = load_answerer(reference, backend, settings.max_batch)
+    settings = replace(settings, max_batch=answerer.settings.batch_size)
+    log.info("serving with --max-batch %d", settings.max_batch)
     return create_app(AnswerService(answerer, settings))
 
 
@@ -121,7 +134,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     backend: str = "auto",
-    max_batch: int = 32,
+    max_batch: int | None = None,
     max_wait_ms: float = 5.0,
     max_context_chars: int = 100_000,
     workers: int = 1,

@@ -28,7 +28,9 @@ class ServeSettings:
     """What the service needs besides the model (the ``qa-finetune serve`` options)."""
 
     model_name: str
-    max_batch: int = 32
+    # Windows per forward pass; None until the model is loaded: then the size measured
+    # fastest on this machine (serving/command.build_app).
+    max_batch: int | None = 32
     max_wait_ms: float = 5.0
     max_context_chars: int = 100_000
     max_batch_items: int = 256
@@ -41,7 +43,7 @@ class ServeSettings:
 
 def check_settings(settings: ServeSettings) -> None:
     """Raise ``ValueError`` naming the option when a setting is out of range."""
-    if not 1 <= settings.max_batch <= 4096:
+    if settings.max_batch is not None and not 1 <= settings.max_batch <= 4096:
         raise ValueError(f"--max-batch must be 1 to 4096 windows, got {settings.max_batch}")
     if not 0 <= settings.max_wait_ms <= 60_000:
         raise ValueError(f"--max-wait-ms must be 0 to 60000, got {settings.max_wait_ms}")
@@ -93,7 +95,7 @@ class AnswerService:
         default: Forward = lambda encoding: answerer.predict_windows(encoding, compile=True)  # noqa: E731
         self.batcher = MicroBatcher(
             forward or default,
-            max_batch=settings.max_batch,
+            max_batch=settings.max_batch or answerer.settings.batch_size,
             max_wait=settings.max_wait_ms / 1000,
             on_batch=on_batch,
         )

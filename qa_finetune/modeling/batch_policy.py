@@ -1,0 +1,91 @@
+"""How many windows to put in one forward pass, decided from measured costs alone.
+
+A ``CostProfile`` holds the seconds of one forward pass for a few padded lengths and batch
+sizes on one machine and backend (``modeling/batch_profile`` measures and caches it). The
+choice is a pure function of it, so it can be tested on made-up profiles: on a CPU the cost
+per window often rises with the batch (the caches overflow and the threads already fill the
+cores), and batch 1 or a small batch wins; on a GPU a pass costs about the same for 1 or 64
+windows, and the largest batch wins. No NumPy, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# A batch within this fraction of the cheapest cost per window counts as just as fast, and
+# the smallest such batch is chosen: the same throughput for less waiting and memory.
+TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """Measured forward passes: ``seconds[length][batch]``, the median time of one pass of
+    ``batch`` windows padded to ``length`` tokens."""
+
+    backend: str
+    seconds: Mapping[int, Mapping[int, float]]
+
+    def batches(self) -> list[int]:
+        """The batch sizes measured at every length, smallest first."""
+        sizes = [set(by_batch) for by_batch in self.seconds.values()]
+        return sorted(set.intersection(*sizes)) if sizes else []
+
+    def cost_per_window(self, batch: int) -> float:
+        """Seconds per window at ``batch``, summed over the measured lengths (each length
+        weighs the same: windows of every length reach the model)."""
+        return sum(by_batch[batch] / batch for by_batch in self.seconds.values())
+
+    def windows_per_second(self, batch: int) -> float:
+        """Windows per second at ``batch``, averaged over the measured lengths."""
+        return len(self.seconds) / self.cost_per_window(batch)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON holds it (object keys are strings)."""
+        return {
+            "backend": self.backend,
+            "seconds": {
+                str(length): {str(batch): value for batch, value in by_batch.items()}
+                for length, by_batch in self.seconds.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> CostProfile:
+        """Read back ``to_dict``; a malformed profile raises ``ValueError``."""
+        try:
+            seconds = {
+                int(length): {int(batch): float(value) for batch, value in by_batch.items()}
+                for length, by_batch in values["seconds"].items()
+            }
+            profile = cls(str(values["backend"]), seconds)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"not a cost profile: {exc}") from None
+        if not profile.batches() or any(
+            not value > 0 for by_batch in seconds.values() for value in by_batch.values()
+        ):
+            raise ValueError("not a cost profile: no positive timings shared by every length")
+        return profile
+
+
+def choose_batch(profile: CostProfile, most: int | None = None) -> int:
+    """The batch size that gives the most windows per second (1 where nothing beats one
+    window a pass); the smallest batch within ``TOLERANCE`` of the best, at most ``most``."""
+    sizes = [b for b in profile.batches() if most is None or b <= most]
+    if not sizes:
+        return 1
+    best = min(profile.cost_per_window(b) for b in sizes)
+    return next(b for b in sizes if profile.cost_per_window(b) <= best * (1 + TOLERANCE))
+
+
+def choose_backend(profiles: Mapping[str, CostProfile]) -> str:
+    """The backend with the most windows per second at its own best batch size."""
+    if not profiles:
+        raise ValueError("no profiles to choose a backend from")
+
+    def speed(name: str) -> float:
+        profile = profiles[name]
+        return profile.windows_per_second(choose_batch(profile))
+
+    return max(sorted(profiles), key=speed)

@@ -1,0 +1,161 @@
+"""The forward cost of a loaded model against batch size and padded length, measured once.
+
+``measure`` times passes of made-up windows (a warm-up pass, then the median of a few) at two
+padded lengths for batch sizes 1, 2, 4, ... and stops once a window costs clearly more than at
+the best size so far (a CPU past its sweet spot) or the time cap would be passed. The profile
+is cached per model architecture, backend, machine and library version
+(``modeling/profile_cache``), so a later ``serve``, ``evaluate`` or ``ask --batch`` reads it
+instead. ``QA_FINETUNE_BATCH_PROFILE=off`` turns measuring off (tests, exact reruns): the
+configured batch sizes are used as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.modeling.batch_policy import CostProfile, choose_batch
+
+log = logging.getLogger(__name__)
+
+PROFILE_ENV = "QA_FINETUNE_BATCH_PROFILE"
+SIZES = (1, 2, 4, 8, 16, 32, 64)
+SHORT_LENGTH = 128  # besides the model's own window length: short windows batch differently
+REPEATS = 3
+TIME_CAP = 8.0  # seconds for the whole measurement, warm-up passes included
+# Growing the batch stops once a window costs this much more than at the best size so far.
+RISING = 1.25
+
+# (windows in the pass, padded length) -> runs one forward pass
+RunPass = Callable[[int, int], Any]
+
+
+def enabled() -> bool:
+    """False when ``QA_FINETUNE_BATCH_PROFILE`` is off, 0, false or no."""
+    return os.environ.get(PROFILE_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def profile_lengths(max_length: int) -> tuple[int, ...]:
+    """The padded lengths measured: a short window and the model's full window."""
+    return tuple(sorted({min(SHORT_LENGTH, max_length), max_length}))
+
+
+def _time_pass(run_pass: RunPass, batch: int, length: int, repeats: int, clock: Any) -> float:
+    """The median seconds of ``repeats`` passes, after one warm-up pass of the same shape."""
+    run_pass(batch, length)
+    times = []
+    for _ in range(repeats):
+        began = clock()
+        run_pass(batch, length)
+        times.append(clock() - began)
+    return statistics.median(times)
+
+
+def measure(
+    run_pass: RunPass,
+    backend: str,
+    lengths: Sequence[int],
+    sizes: Sequence[int] = SIZES,
+    repeats: int = REPEATS,
+    time_cap: float = TIME_CAP,
+    clock: Callable[[], float] = time.perf_counter,
+) -> CostProfile:
+    """Seconds per pass for growing batch sizes at each of ``lengths`` (see the module)."""
+    seconds: dict[int, dict[int, float]] = {length: {} for length in lengths}
+    run_pass(sizes[0], lengths[0])  # outside the time cap: a Keras model traces its graph here
+    began = clock()
+    best = float("inf")
+    for size in sizes:
+        for length in lengths:
+            seconds[length][size] = _time_pass(run_pass, size, length, repeats, clock)
+        per_window = sum(by_batch[size] / size for by_batch in seconds.values())
+        best = min(best, per_window)
+        if per_window > best * RISING:
+            break
+        # The next size's passes take about twice as long as this size's.
+        upcoming = 2 * (repeats + 1) * sum(by_batch[size] for by_batch in seconds.values())
+        if clock() - began + upcoming > time_cap:
+            break
+    return CostProfile(backend, seconds)
+
+
+def model_pass(model: Any, tokenizer: Any, input_names: Sequence[str]) -> RunPass:
+    """One forward pass of ``model`` (Keras, compiled, or a predictor) over made-up windows."""
+    from qa_finetune.modeling.predict import predict_features
+
+    token = min(1000, int(getattr(tokenizer, "vocab_size", 1000)) - 1)
+    pad = tokenizer.pad_token_id or 0
+
+    def run_pass(batch: int, length: int) -> Any:
+        # The cost does not depend on which tokens are in the window, only on how many.
+        rows = [[token] * length for _ in range(batch)]
+        encoding = {"input_ids": rows, "attention_mask": [[1] * length] * batch}
+        if "token_type_ids" in input_names:
+            encoding["token_type_ids"] = [[0] * length] * batch
+        return predict_features(model, encoding, batch, pad_token_id=pad, compile=True)
+
+    return run_pass
+
+
+def _model_file(model: Any) -> str:
+    """The file a predictor runs (name and size: fp32 and int8 cost differently), or ""."""
+    path = getattr(model, "path", None)
+    if isinstance(path, Path) and path.is_file():
+        return f"{path.name}:{path.stat().st_size}"
+    return ""
+
+
+def model_profile(
+    model: Any, tokenizer: Any, model_dir: Path, backend: str, max_length: int
+) -> CostProfile:
+    """The cached profile of this model, backend and machine, measured when there is none."""
+    from qa_finetune.modeling import profile_cache
+
+    lengths = profile_lengths(max_length)
+    key = profile_cache.profile_key(model_dir, backend, lengths, _model_file(model))
+    with profile_cache.locked(key):
+        profile = profile_cache.read(key)
+        if profile is not None:
+            return profile
+        names = tuple(getattr(tokenizer, "model_input_names", ("input_ids", "attention_mask")))
+        began = time.perf_counter()
+        profile = measure(model_pass(model, tokenizer, names), backend, lengths)
+        log.info(
+            "measured the %s forward pass in %.1f s (%s=off skips this): windows per second "
+            "by batch size %s",
+            backend,
+            time.perf_counter() - began,
+            PROFILE_ENV,
+            ", ".join(f"{b}: {profile.windows_per_second(b):.1f}" for b in profile.batches()),
+        )
+        profile_cache.write(key, profile)
+    return profile
+
+
+def tuned_batch_size(
+    model: Any,
+    tokenizer: Any,
+    model_dir: Path,
+    backend: str,
+    max_length: int,
+    fallback: int,
+    most: int | None = None,
+) -> int:
+    """The batch size with the most windows per second on this machine, or ``fallback`` when
+    measuring is turned off."""
+    if not enabled():
+        return fallback
+    profile = model_profile(model, tokenizer, model_dir, backend, max_length)
+    chosen = choose_batch(profile, most)
+    log.info(
+        "batch size %d: %.1f windows/s (batch 1: %.1f); set a batch size to choose another",
+        chosen,
+        profile.windows_per_second(chosen),
+        profile.windows_per_second(1) if 1 in profile.batches() else float("nan"),
+    )
+    return chosen

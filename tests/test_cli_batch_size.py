@@ -1,0 +1,59 @@
+"""``evaluate`` and ``ask --batch`` take the batch size measured on this machine; a single
+``ask`` measures nothing, and ``--batch-size`` wins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sample_files import sample_data_path
+from typer.testing import CliRunner
+
+from qa_finetune.cli.app import app
+from qa_finetune.modeling import batch_profile, profile_cache
+from qa_finetune.modeling.batch_policy import CostProfile
+
+runner = CliRunner()
+QUESTION = "Who designed the Verrin Bay Bridge?"
+CONTEXT = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931."
+
+
+@pytest.fixture
+def gpu_like(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Measuring on, in a cache holding a flat (GPU-like) profile of the tiny model: 8 wins."""
+    cache = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv(batch_profile.PROFILE_ENV, "on")
+    key = profile_cache.profile_key(tiny_model_dir, "tf", (128, 384))
+    flat = {b: 0.01 for b in (1, 2, 4, 8)}
+    profile_cache.write(key, CostProfile("tf", {128: flat, 384: flat}))
+    return cache
+
+
+def test_ask_batch_and_evaluate_use_the_measured_batch_size(
+    tiny_model_dir: Path, gpu_like: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"question": QUESTION, "context": CONTEXT}) + "\n")
+    output = tmp_path / "out.jsonl"
+    args = ["ask", "--batch", str(source), "--model", str(tiny_model_dir), "-o", str(output)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "batch size 8: 800.0 windows/s (batch 1: 100.0)" in result.stdout
+    data = str(sample_data_path("validation"))
+    common = ["evaluate", "--model", str(tiny_model_dir), "--data", data, "--max-samples", "2"]
+    result = runner.invoke(app, [*common, "--report-dir", str(tmp_path / "eval")])
+    assert result.exit_code == 0, result.output
+    assert "batch size 8:" in result.stdout
+    result = runner.invoke(
+        app, [*common, "--report-dir", str(tmp_path / "eval2"), "--batch-size", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "batch size" not in result.stdout
+
+
+def test_one_question_measures_nothing(tiny_model_dir: Path, gpu_like: Path) -> None:
+    result = runner.invoke(app, ["ask", QUESTION, "--context", CONTEXT, "-m", str(tiny_model_dir)])
+    assert result.exit_code == 0, result.output
+    assert "batch size" not in result.stdout

@@ -1,0 +1,86 @@
+"""The batch size and backend chosen from cost profiles: a pure function, made-up profiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from qa_finetune.modeling.batch_policy import CostProfile, choose_backend, choose_batch
+
+SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def cpu_like(slope: float = 0.15) -> CostProfile:
+    """A window costs more the more windows share its pass (caches overflow, cores full)."""
+    return CostProfile(
+        "tf",
+        {
+            length: {b: b * length * 1e-4 * (1 + slope * (b - 1)) for b in SIZES}
+            for length in (128, 384)
+        },
+    )
+
+
+def gpu_like() -> CostProfile:
+    """A pass costs the same for 1 or 64 windows."""
+    return CostProfile("tf", {length: {b: length * 1e-5 for b in SIZES} for length in (128, 384)})
+
+
+def test_a_cpu_like_profile_chooses_one_window_a_pass() -> None:
+    assert choose_batch(cpu_like()) == 1
+
+
+def test_a_gpu_like_profile_chooses_the_largest_batch() -> None:
+    assert choose_batch(gpu_like()) == 64
+    assert choose_batch(gpu_like(), most=16) == 16
+
+
+def test_a_sweet_spot_in_the_middle_is_found() -> None:
+    # Per window: 1.0, 0.7, 0.5, 0.6 (x 1e-3 s); 4 is the cheapest.
+    per_window = {1: 1.0, 2: 0.7, 4: 0.5, 8: 0.6}
+    profile = CostProfile("onnx", {256: {b: b * c * 1e-3 for b, c in per_window.items()}})
+    assert choose_batch(profile) == 4
+    assert profile.windows_per_second(4) == pytest.approx(2000.0)
+
+
+def test_within_the_tolerance_the_smaller_batch_wins() -> None:
+    # 8 is 3% cheaper per window than 2: not worth four times the wait.
+    profile = CostProfile("tf", {128: {1: 1.0, 2: 2 * 0.5, 8: 8 * 0.485}})
+    assert choose_batch(profile) == 2
+
+
+def test_only_sizes_measured_at_every_length_count() -> None:
+    # 4 was measured at 128 only (the measurement stopped): it cannot be compared.
+    profile = CostProfile("tf", {128: {1: 1.0, 2: 1.0, 4: 0.1}, 384: {1: 3.0, 2: 4.0}})
+    assert profile.batches() == [1, 2]
+    assert choose_batch(profile) == 2  # per window: 1 + 3 = 4 at 1, 0.5 + 2 = 2.5 at 2
+
+
+def test_profiles_round_trip_through_json_form() -> None:
+    profile = cpu_like()
+    assert CostProfile.from_dict(profile.to_dict()) == profile
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"backend": "tf"},
+        {"backend": "tf", "seconds": []},
+        {"backend": "tf", "seconds": {}},
+        {"backend": "tf", "seconds": {"128": {"1": 0.0}}},
+        {"backend": "tf", "seconds": {"128": {"1": "fast"}}},
+    ],
+)
+def test_malformed_profiles_are_refused(values: dict) -> None:
+    with pytest.raises(ValueError, match="not a cost profile"):
+        CostProfile.from_dict(values)
+
+
+def test_the_backend_with_more_windows_per_second_is_chosen() -> None:
+    tf = CostProfile("tf", {384: {1: 0.071, 2: 0.150}})
+    onnx = CostProfile("onnx", {384: {1: 0.122, 2: 0.230}})
+    assert choose_backend({"tf": tf, "onnx": onnx}) == "tf"
+    faster_onnx = CostProfile("onnx", {384: {1: 0.060, 2: 0.130}})
+    assert choose_backend({"tf": tf, "onnx": faster_onnx}) == "onnx"
+    with pytest.raises(ValueError):
+        choose_backend({})

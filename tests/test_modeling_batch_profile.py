@@ -1,0 +1,140 @@
+"""The forward cost measured (warm-up, median, early stop, time cap), cached per machine in
+XDG_CACHE_HOME, and the batch size it chooses for ask, evaluate and serve; a flag wins."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from qa_finetune.modeling import batch_profile, profile_cache
+from qa_finetune.modeling.batch_policy import CostProfile
+
+
+class FakeModel:
+    """A forward pass that costs ``cost(batch, length)`` seconds on a fake clock."""
+
+    def __init__(self, cost) -> None:
+        self.cost = cost
+        self.now = 0.0
+        self.passes: list[tuple[int, int]] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def run_pass(self, batch: int, length: int) -> None:
+        self.passes.append((batch, length))
+        self.now += self.cost(batch, length)
+
+
+def test_a_cpu_like_cost_stops_growing_the_batch_once_a_window_costs_more() -> None:
+    model = FakeModel(lambda b, n: b * n * 1e-4 * (1 + 0.1 * (b - 1)))
+    profile = batch_profile.measure(model.run_pass, "tf", (128, 384), clock=model.clock)
+    # Per window at 4 is 1.3x that at 1, past RISING (1.25): 8 is never tried.
+    assert profile.batches() == [1, 2, 4]
+    assert profile.seconds[384][2] == pytest.approx(2 * 384e-4 * 1.1)
+    # One untimed pass first, then per shape one warm-up and three timed passes.
+    assert model.passes[0] == (1, 128)
+    assert len(model.passes) == 1 + 3 * 2 * 4
+
+
+def test_a_gpu_like_cost_is_measured_up_to_the_largest_batch() -> None:
+    model = FakeModel(lambda b, n: 0.01)
+    profile = batch_profile.measure(model.run_pass, "tf", (128, 384), clock=model.clock)
+    assert profile.batches() == list(batch_profile.SIZES)
+    assert batch_profile.choose_batch(profile) == 64
+
+
+@pytest.mark.parametrize(("cap", "sizes"), [(2.0, [1]), (10.0, [1, 2, 4])])
+def test_the_time_cap_stops_before_a_size_that_would_pass_it(cap: float, sizes: list) -> None:
+    # 0.1 s a window whatever the batch: size s costs 2 lengths x 4 passes x 0.1 s x s.
+    model = FakeModel(lambda b, n: 0.1 * b)
+    profile = batch_profile.measure(
+        model.run_pass, "tf", (128, 384), time_cap=cap, clock=model.clock
+    )
+    assert profile.batches() == sizes
+    assert model.now - 0.1 <= cap  # the untimed first pass aside
+
+
+def test_profile_lengths_are_a_short_window_and_the_full_one() -> None:
+    assert batch_profile.profile_lengths(384) == (128, 384)
+    assert batch_profile.profile_lengths(96) == (96,)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv(batch_profile.PROFILE_ENV, "on")
+    return tmp_path / "xdg" / "qa-finetune" / "batch-profiles"
+
+
+def profiles_in(folder: Path) -> list[Path]:
+    return sorted(folder.glob("tf-*.json")) if folder.is_dir() else []
+
+
+def test_a_measured_batch_size_is_cached_and_the_cache_is_read_back(
+    tiny_model_dir: Path, cache: Path
+) -> None:
+    from qa_finetune.modeling.for_answering import load_for_answering
+
+    loaded = load_for_answering(str(tiny_model_dir), max_length=96, tune_batch=True)
+    [path] = profiles_in(cache)
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    profile = CostProfile.from_dict(stored["profile"])
+    assert sorted(profile.seconds) == [96]
+    assert stored["key"]["backend"] == "tf" and stored["key"]["lengths"] == [96]
+    assert loaded.settings.batch_size == batch_profile.choose_batch(profile)
+    # A GPU-like profile put in its place is what the next load chooses from.
+    flat = CostProfile("tf", {96: {b: 0.01 for b in (1, 2, 4, 8)}})
+    path.write_text(json.dumps({**stored, "profile": flat.to_dict()}), encoding="utf-8")
+    again = load_for_answering(str(tiny_model_dir), max_length=96, tune_batch=True)
+    assert again.settings.batch_size == 8
+    assert profiles_in(cache) == [path]
+
+
+def test_a_damaged_cache_file_is_measured_again(tiny_model_dir: Path, cache: Path) -> None:
+    from qa_finetune.modeling.for_answering import load_for_answering
+
+    load_for_answering(str(tiny_model_dir), max_length=96, tune_batch=True)
+    [path] = profiles_in(cache)
+    path.write_text("{not json", encoding="utf-8")
+    loaded = load_for_answering(str(tiny_model_dir), max_length=96, tune_batch=True)
+    profile = CostProfile.from_dict(json.loads(path.read_text(encoding="utf-8"))["profile"])
+    assert loaded.settings.batch_size == batch_profile.choose_batch(profile)
+
+
+def test_an_unwritable_cache_still_measures(tiny_model_dir: Path, cache: Path) -> None:
+    from qa_finetune.modeling.for_answering import load_for_answering
+
+    cache.parent.parent.mkdir(parents=True)
+    cache.parent.write_text("a file where the folder should be", encoding="utf-8")
+    loaded = load_for_answering(str(tiny_model_dir), max_length=96, tune_batch=True)
+    assert 1 <= loaded.settings.batch_size <= 64
+    assert cache.parent.read_text(encoding="utf-8") == "a file where the folder should be"
+
+
+def test_a_flag_a_run_setting_or_the_switch_keep_the_batch_size(
+    tiny_model_dir: Path, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qa_finetune.modeling.for_answering import load_for_answering
+
+    flagged = load_for_answering(str(tiny_model_dir), batch_size=3, tune_batch=True)
+    assert flagged.settings.batch_size == 3
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run_dir / "model")
+    (run_dir / "config.yaml").write_text("inference:\n  batch_size: 5\n", encoding="utf-8")
+    assert load_for_answering(str(run_dir), tune_batch=True).settings.batch_size == 5
+    assert profiles_in(cache) == []  # nothing was measured
+    monkeypatch.setenv(batch_profile.PROFILE_ENV, "off")
+    assert load_for_answering(str(tiny_model_dir), tune_batch=True).settings.batch_size == 64
+
+
+def test_a_profile_for_another_machine_is_not_used(tiny_model_dir: Path, cache: Path) -> None:
+    key = profile_cache.profile_key(tiny_model_dir, "tf", (96,))
+    flat = CostProfile("tf", {96: {1: 0.01, 2: 0.01}})
+    profile_cache.write(key, flat)
+    assert profile_cache.read(key) == flat
+    assert profile_cache.read({**key, "cpu": "another CPU"}) is None
+    assert profile_cache.read({**key, "backend": "onnx"}) is None
