@@ -121,3 +121,70 @@ def test_a_body_over_the_limit_is_refused(tmp_path: Path) -> None:
     response = _client(path).post("/v1/feedback", json=body)
     assert response.status_code == 413
     assert not path.exists()
+
+
+PAGE_CONTEXT = (
+    "The 🌉 Verrin Bay Bridge was designed by Alma Stroud and opened in 1931. "
+    "It crosses the bay in three arches of grey granite."
+)
+
+
+def _feedback_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.slow
+def test_the_page_sends_verdicts_and_a_selected_correction(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    from browser import chromium, drag_select
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from serve_helpers import free_port, post, start_server, wait_ready
+
+    path = tmp_path / "feedback.jsonl"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(tiny_model_dir, port, "--feedback-file", str(path))
+    driver = chromium(tmp_path)
+    try:
+        wait_ready(base, server, seconds=600)  # TensorFlow loads slowly on a busy machine
+        _, expected = post(
+            f"{base}/v1/answer", {"question": QUESTION, "context": PAGE_CONTEXT, "top_k": 5}
+        )
+        best = expected["answers"][0]
+        driver.get(f"{base}/")
+        # Typed through the DOM: chromedriver cannot type characters outside the BMP.
+        driver.execute_script(
+            "document.getElementById('context').value = arguments[0]", PAGE_CONTEXT
+        )
+        driver.find_element(By.ID, "question").send_keys(QUESTION)
+        driver.find_element(By.ID, "ask").click()
+        wait = WebDriverWait(driver, 60)
+        wait.until(lambda d: d.find_element(By.ID, "feedback").is_displayed())
+        wait.until(lambda d: d.find_elements(By.ID, "answer-mark"))
+        driver.find_element(By.ID, "fb-correct").click()
+        wait.until(lambda _: len(_feedback_lines(path)) == 1)
+        start = PAGE_CONTEXT.index("Alma Stroud")
+        drag_select(driver, "highlighted", PAGE_CONTEXT, start, start + len("Alma Stroud"))
+        button = driver.find_element(By.ID, "fb-selection")
+        assert button.text == "✎ the right answer is «Alma Stroud»"
+        driver.save_screenshot(str(tmp_path / "feedback-controls.png"))
+        button.click()
+        wait.until(lambda _: len(_feedback_lines(path)) == 2)
+    finally:
+        driver.quit()
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    assert server.returncode == 0
+    shown = {"text": best["answer"], "start": best["start"], "end": best["end"]}
+    first, second = _feedback_lines(path)
+    assert (first["verdict"], first["answer"], first["correction"]) == ("correct", shown, None)
+    assert (first["question"], first["context"]) == (QUESTION, PAGE_CONTEXT)
+    assert (second["verdict"], second["answer"]) == ("wrong", shown)
+    assert second["correction"] == {"text": "Alma Stroud", "start": start, "end": start + 11}
+    assert PAGE_CONTEXT[start : start + 11] == "Alma Stroud" and start == 39
