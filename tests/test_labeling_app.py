@@ -269,3 +269,37 @@ def test_the_page_puts_text_in_as_text_only(client: TestClient) -> None:
     assert "textContent" in page
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in page
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["missing.txt", "--output", "out.json"], "error: document not found: "),
+        (["docs", "--output", "out.txt"], "name a .json file (SQuAD JSON is written)"),
+        (["docs", "--output", "nowhere/out.json"], "folder nowhere does not exist: make it"),
+        (["docs/a.txt", "docs/../secret.txt", "--output", "o.json"], None),
+        (["docs/image.png", "--output", "o.json"], "not a .txt, .md or SQuAD .json file"),
+    ],
+)
+def test_the_command_refuses_bad_input_in_one_line(
+    folder: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    arguments: list[str],
+    message: str | None,
+) -> None:
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+
+    (folder / "image.png").write_bytes(b"\x89PNG")
+    monkeypatch.chdir(tmp_path)
+    if message is None:  # named on the command line: served (it is the user's choice)
+        store = open_store([Path(a) for a in arguments[:2]], tmp_path / "o.json")
+        assert [d.key for d in store.documents] == ["a.txt", "secret.txt"]
+        store.close()
+        return
+    result = CliRunner().invoke(app, ["label", *arguments])
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

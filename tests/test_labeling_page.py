@@ -122,11 +122,12 @@ def test_label_by_mouse_survive_a_kill_and_accept_a_proposal(
         driver.find_element(By.ID, "question").send_keys("Who painted it?")
         driver.find_element(By.ID, "unanswerable").click()
         _wait(driver, lambda d: len(_questions(d)) == 2)
+        screenshot = tmp_path / "label-page.png"  # taken with the span selected, before saving
+        _label_by_hand(driver, "What else was Ann Loe?", "café owner", screenshot)
         assert (
-            "2 questions, 1 unanswerable; 1 of 2 documents"
+            "3 questions, 1 unanswerable; 1 of 2 documents"
             in driver.find_element(By.ID, "counts").text
         )
-        driver.save_screenshot(str(tmp_path / "label-page.png"))
         server.send_signal(signal.SIGKILL)  # no clean shutdown: the journal must hold it all
         server.wait(timeout=30)
         assert [(q, a) for q, a, _ in _saved(output)] == [

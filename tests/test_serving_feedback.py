@@ -187,4 +187,4 @@ def test_the_page_sends_verdicts_and_a_selected_correction(
     assert (first["question"], first["context"]) == (QUESTION, PAGE_CONTEXT)
     assert (second["verdict"], second["answer"]) == ("wrong", shown)
     assert second["correction"] == {"text": "Alma Stroud", "start": start, "end": start + 11}
-    assert PAGE_CONTEXT[start : start + 11] == "Alma Stroud" and start == 39
+    assert PAGE_CONTEXT[start : start + 11] == "Alma Stroud" and start == 40

@@ -65,9 +65,9 @@ def run_label(
 
     if not 1 <= port <= 65535:
         raise QAFinetuneError(f"--port must be 1 to 65535, got {port}")
-    proposer = proposer_for(model, backend) if model else None
-    store = open_store(paths, output)
+    store = open_store(paths, output)  # bad documents fail before a (slow) model load
     try:
+        proposer = proposer_for(model, backend) if model else None
         counts = store.counts()
         log.info(
             "%d documents, %d questions; saving to %s; open http://%s:%d/",
