@@ -127,6 +127,7 @@ TENSORFLOW_FREE = [
     "qa_finetune.publish.card_data",
     *_modules_under("cli"),
     *_modules_under("serving"),
+    *_modules_under("labeling"),
 ]
 
 

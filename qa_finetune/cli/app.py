@@ -12,6 +12,8 @@ from qa_finetune.cli.ask import ask
 from qa_finetune.cli.crossval import crossval
 from qa_finetune.cli.evaluate import evaluate
 from qa_finetune.cli.export import export
+from qa_finetune.cli.feedback import feedback
+from qa_finetune.cli.label import label
 from qa_finetune.cli.prepare import prepare
 from qa_finetune.cli.push import push
 from qa_finetune.cli.serve import serve
@@ -27,7 +29,19 @@ app = typer.Typer(
 )
 
 # Registration order is the order `qa-finetune --help` lists them in.
-for _command in (prepare, split, train, crossval, ask, evaluate, export, serve, push):
+for _command in (
+    prepare,
+    split,
+    train,
+    crossval,
+    ask,
+    evaluate,
+    export,
+    serve,
+    push,
+    label,
+    feedback,
+):
     app.command()(_command)
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,14 +19,17 @@ MaxBatchOption = Annotated[
         "machine, cached; 1 where batching does not pay)."
     ),
 ]
+HostOption = Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
+FeedbackFileOption = Annotated[
+    Path | None,
+    typer.Option(help="Record answer verdicts (POST /v1/feedback) in this JSON Lines file."),
+]
 
 
 @friendly_errors
 def serve(
     model: Annotated[str, typer.Argument(help="Run dir, model folder, package or Hub id.")],
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
-        "127.0.0.1"
-    ),
+    host: HostOption = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
     max_batch: MaxBatchOption = None,
@@ -55,6 +59,7 @@ def serve(
     max_connections: Annotated[
         int, typer.Option(help="Connections served at once (more: HTTP 503).")
     ] = 1000,
+    feedback_file: FeedbackFileOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
@@ -80,6 +85,7 @@ def serve(
             request_timeout=request_timeout,
             read_timeout=read_timeout,
             max_connections=max_connections,
+            feedback_file=feedback_file,
         )
 
 
@@ -87,8 +93,6 @@ def _runs_on_tensorflow(model: str, backend: str) -> bool:
     """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
     id is not resolved here (that may download); a local folder or backend that does not
     resolve is left for ``serve`` to report, after its own checks."""
-    from pathlib import Path
-
     from qa_finetune.errors import QAFinetuneError
     from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.reference import resolve_model_dir

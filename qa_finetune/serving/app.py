@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from qa_finetune.serving.answering import answer_items, error
+from qa_finetune.serving.feedback import FEEDBACK_ROUTE, add_feedback_route
 from qa_finetune.serving.metrics import ServeMetrics
 from qa_finetune.serving.middleware import BodyGuard, RequestMetrics
 from qa_finetune.serving.schemas import (
@@ -114,6 +115,7 @@ def create_app(service: AnswerService) -> FastAPI:
     _add_answer_routes(app, service)
     _add_status_routes(app, service, metrics)
     _add_page(app, page)
+    add_feedback_route(app, service.settings.feedback_file, service.settings.model_name)
     return app
 
 
@@ -135,7 +137,11 @@ def _body_limits(service: AnswerService) -> dict[str, int]:
     settings = service.settings
     # A JSON string takes at most 6 bytes per character (\uXXXX); 64 KiB for the rest.
     item_bytes = 6 * settings.max_context_chars + 65_536
-    return {API_ROUTES[0]: item_bytes, API_ROUTES[1]: item_bytes * settings.max_batch_items}
+    return {
+        API_ROUTES[0]: item_bytes,
+        API_ROUTES[1]: item_bytes * settings.max_batch_items,
+        FEEDBACK_ROUTE: item_bytes,
+    }
 
 
 def _too_long(items: list[AnswerRequest], max_context_chars: int) -> JSONResponse | None:

@@ -86,6 +86,16 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
+def _feedback_file(path: Path | None) -> str | None:
+    """The feedback file's absolute path (the --workers processes share it), checked."""
+    if path is None:
+        return None
+    path = Path(path).expanduser().resolve()
+    if path.is_dir() or not path.parent.is_dir():
+        raise ServeError(f"--feedback-file {path}: name a file in an existing folder")
+    return str(path)
+
+
 def _check_backend(backend: str) -> None:
     from qa_finetune.modeling.formats import BACKENDS
 
@@ -143,6 +153,7 @@ def serve(
     request_timeout: float = 60.0,
     read_timeout: float = 30.0,
     max_connections: int = 1000,
+    feedback_file: Path | None = None,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C."""
     require_serve_extra()
@@ -159,6 +170,7 @@ def serve(
         max_windows_per_request=max_windows_per_request,
         request_timeout=request_timeout,
         read_timeout=read_timeout,
+        feedback_file=_feedback_file(feedback_file),
     )
     try:
         check_settings(settings)

@@ -39,6 +39,7 @@ class ServeSettings:
     max_windows_per_request: int = 256
     request_timeout: float = 60.0  # seconds from the body read to the answer
     read_timeout: float = 30.0  # seconds to send the headers, then the whole body
+    feedback_file: str | None = None  # JSON Lines of verdicts (POST /v1/feedback); None: off
 
 
 def check_settings(settings: ServeSettings) -> None:

@@ -1,0 +1,1 @@
+"""Labeling your own data: a local page over your documents, saved as SQuAD JSON."""
