@@ -14,6 +14,7 @@ from qa_finetune.cli.options import (
     DatasetOption,
     MaxLengthOption,
     ModelOption,
+    QuantizedOption,
     StrideOption,
     friendly_errors,
     model_on_backend,
@@ -67,6 +68,7 @@ def evaluate(
     stride: StrideOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
+    quantized: QuantizedOption = False,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
@@ -75,28 +77,20 @@ def evaluate(
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
-    if predictions is None:
-        model = model_on_backend(model, backend)
-    else:
+    if predictions is not None:
         _check_predictions_alone(
             model=model,
+            quantized=quantized or None,
             batch_size=batch_size,
             max_length=max_length,
             stride=stride,
             max_samples=max_samples,
         )
-    from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
-
-    if predictions is not None:
-        evaluate_predictions(
-            predictions,
-            data=data,
-            dataset=dataset,
-            split=split,
-            report_dir=report_dir,
-            allow_no_answer=allow_no_answer,
-        )
+        _score_predictions(predictions, data, dataset, split, report_dir, allow_no_answer)
         return
+    model = model_on_backend(model, backend, quantized=quantized)
+    from qa_finetune.evaluation.evaluate import evaluate_model
+
     evaluate_model(
         model,
         data=data,
@@ -110,6 +104,28 @@ def evaluate(
         stride=stride,
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
+        quantized=quantized,
+    )
+
+
+def _score_predictions(
+    predictions: Path,
+    data: str | None,
+    dataset: str | None,
+    split: str,
+    report_dir: Path | None,
+    allow_no_answer: bool,
+) -> None:
+    """``--predictions``: score a predictions file alone."""
+    from qa_finetune.evaluation.evaluate import evaluate_predictions
+
+    evaluate_predictions(
+        predictions,
+        data=data,
+        dataset=dataset,
+        split=split,
+        report_dir=report_dir,
+        allow_no_answer=allow_no_answer,
     )
 
 

@@ -7,16 +7,14 @@ from typing import Annotated
 import typer
 
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
-from qa_finetune.cli.options import friendly_errors
+from qa_finetune.cli.options import QuantizedOption, friendly_errors
 from qa_finetune.modeling.formats import BACKENDS, choices
 
 
 @friendly_errors
 def serve(
     model: Annotated[str, typer.Argument(help="Run dir, model folder, package or Hub id.")],
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
-        "127.0.0.1"
-    ),
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
     max_batch: Annotated[int, typer.Option(help="Most windows in one forward pass.")] = 32,
@@ -46,13 +44,14 @@ def serve(
     max_connections: Annotated[
         int, typer.Option(help="Connections served at once (more: HTTP 503).")
     ] = 1000,
+    quantized: QuantizedOption = False,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
-        if _runs_on_tensorflow(model, backend):
+        if _runs_on_tensorflow(model, backend, quantized):
             import_tensorflow_quietly()
         from qa_finetune.serving.command import serve as run_serve
 
@@ -70,10 +69,11 @@ def serve(
             request_timeout=request_timeout,
             read_timeout=read_timeout,
             max_connections=max_connections,
+            quantized=quantized,
         )
 
 
-def _runs_on_tensorflow(model: str, backend: str) -> bool:
+def _runs_on_tensorflow(model: str, backend: str, quantized: bool = False) -> bool:
     """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
     id is not resolved here (that may download); a local folder or backend that does not
     resolve is left for ``serve`` to report, after its own checks."""
@@ -86,6 +86,6 @@ def _runs_on_tensorflow(model: str, backend: str) -> bool:
     if not Path(model).expanduser().exists():
         return True
     try:
-        return choose_backend(resolve_model_dir(model), backend) == "tf"
+        return choose_backend(resolve_model_dir(model), backend, quantized) == "tf"
     except QAFinetuneError:
         return False

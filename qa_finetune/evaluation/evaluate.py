@@ -120,12 +120,11 @@ def evaluate_model(
     stride: int | None = None,
     warn_untrained_head: bool = True,
     backend: str = "auto",
+    quantized: bool = False,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
-
     Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
-    ``max_length`` and ``stride`` override it when given.
-    """
+    ``max_length`` and ``stride`` override it when given; ``quantized``: the int8 ONNX model."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -141,14 +140,14 @@ def evaluate_model(
         stride=stride,
         batch_size=batch_size,
         backend=backend,
+        quantized=quantized,
         warn_untrained_head=warn_untrained_head,
     )
-    run_dir = run_dir_of(loaded.model_dir)
     started = time.perf_counter()
     result, windows = _predict_and_score(loaded, examples.records, allow_no_answer)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
-    report_dir = report_dir or _default_report_dir(run_dir)
+    report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
     check_report_dir(report_dir)
     write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
@@ -158,6 +157,7 @@ def evaluate_model(
         "version_2": allow_no_answer,
         "features": windows,
         "backend": loaded.backend,
+        "quantized": quantized,
         "max_length": loaded.spec.max_length,
         "stride": loaded.spec.stride,
         "n_best": loaded.settings.n_best,
