@@ -94,6 +94,27 @@ def write_text_atomic(path: Path, text: str) -> None:
     temporary.replace(path)
 
 
+def umask() -> int:
+    """The process umask, read without changing it where Linux shows it (``os.umask`` can
+    only be read by setting it, which other threads creating files would see)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def give_usual_mode(path: Path) -> Path:
+    """Give a file written by a library through a private temporary file (0600, e.g.
+    safetensors) the mode ``open`` gives a new file: 0666 less the umask (0644 under 022)."""
+    os.chmod(path, 0o666 & ~umask())
+    return path
+
+
 def write_json(path: Path, values: Any) -> None:
     """Indented UTF-8 JSON (answers keep their accents), written atomically."""
     write_text_atomic(path, json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n")

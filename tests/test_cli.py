@@ -58,7 +58,7 @@ def test_prepare_writes_then_reuses_then_rebuilds(tmp_path: Path) -> None:
         (["prepare", "--train-file", "x.json", "--model", "./no-such-model"], "not found"),
         (["ask", "Who?", "--context", "   ", "--model", "x"], "context"),
         (["train", "--push-to-hub"], "--repo-id"),
-        (["export", "no-such-run"], "no training checkpoint"),
+        (["export", "no-such-run"], "no-such-run does not exist"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(args: list[str], message: str) -> None:

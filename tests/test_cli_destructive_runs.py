@@ -212,7 +212,9 @@ def test_real_overwrite_changes_only_what_it_made(tmp_path: Path, tiny_model_dir
     assert after[f"out/{name}/metrics.json"] != FINISHED["metrics.json"]
     assert not [p for p in after if p.endswith((".lock", f".{name}.replaced"))]
     # Export takes the same lock and gives it back: it adds its folder, nothing else.
-    exported = CliRunner().invoke(app, ["export", str(tmp_path / "out" / name)])
+    exported = CliRunner().invoke(
+        app, ["export", str(tmp_path / "out" / name), "--checkpoint", "latest"]
+    )
     assert exported.exit_code == 0, exported.output
     added = _changes(after, _tree(tmp_path))
     assert added and all(p.startswith(f"out/{name}/model-step-2") for p in added), sorted(added)

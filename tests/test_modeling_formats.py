@@ -37,8 +37,16 @@ def test_backend_choice_follows_the_files(tmp_path: Path) -> None:
     assert choose_backend(tmp_path, "tf") == "tf"
     with pytest.raises(QAFinetuneError, match="unknown backend 'torch': choose auto, tf or onnx"):
         choose_backend(tmp_path, "torch")
-    with pytest.raises(QAFinetuneError, match="the int8 model is an ONNX model"):
+    with pytest.raises(QAFinetuneError, match="--quantized runs the int8 ONNX model: use"):
         choose_backend(tmp_path, "tf", quantized=True)
+    with pytest.raises(QAFinetuneError) as caught:
+        choose_backend(tmp_path, "auto", quantized=True)
+    assert str(caught.value) == (
+        f"--quantized: {tmp_path} has no model.int8.onnx: export one with `qa-finetune export "
+        "RUN --format onnx --quantize int8` and pass that folder as --model, or drop --quantized"
+    )
+    (tmp_path / "model.int8.onnx").write_bytes(b"")
+    assert choose_backend(tmp_path, "auto", quantized=True) == "onnx"
 
 
 def test_inference_settings_round_trip_and_old_files_load() -> None:

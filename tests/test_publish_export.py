@@ -172,21 +172,34 @@ def test_savedmodel_serving_signature_matches_keras(
     from qa_finetune.publish.export import export_run
 
     target = export_run(tiny_model_dir, "savedmodel", output=tmp_path / "sm")
-    assert {"saved_model.pb", "variables", "tokenizer.json", "config.json", "qa_config.json"} <= {
-        p.name for p in target.iterdir()
-    }
-    loaded = tf.saved_model.load(str(target))
-    serve = loaded.signatures["serving_default"]
-    specs = serve.structured_input_signature[1]
-    assert sorted(specs) == ["attention_mask", "input_ids", "token_type_ids"]
-    assert all(s.dtype == tf.int32 and s.shape.as_list() == [None, None] for s in specs.values())
-    assert sorted(serve.structured_outputs) == ["end_logits", "start_logits"]
+    # TF Serving's layout: --model_base_path=sm serves version 1; the settings sit beside it.
+    assert sorted(p.name for p in target.iterdir()) == [
+        ".qa-finetune-export", "1", "config.json", "qa_config.json", "special_tokens_map.json",
+        "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+    ]  # fmt: skip
+    assert sorted(p.name for p in (target / "1").iterdir()) == [
+        "assets", "fingerprint.pb", "saved_model.pb", "variables",
+    ]  # fmt: skip
+    loaded = tf.saved_model.load(str(target / "1"))
+    assert sorted(loaded.signatures) == ["serving_default", "serving_int64"]
     inputs = windows(tokenizer)
-    out = serve(**{k: tf.constant(v) for k, v in inputs.items()})
     start, end = keras_logits(tiny_model, inputs)
-    np.testing.assert_allclose(out["start_logits"].numpy(), start, atol=1e-5)
-    np.testing.assert_allclose(out["end_logits"].numpy(), end, atol=1e-5)
+    # int32 (TF tokenizers' tensors) and int64 (numpy arrays from any tokenizer) both answer.
+    for name, dtype in [("serving_default", tf.int32), ("serving_int64", tf.int64)]:
+        serve = loaded.signatures[name]
+        specs = serve.structured_input_signature[1]
+        assert sorted(specs) == ["attention_mask", "input_ids", "token_type_ids"]
+        assert all(s.dtype == dtype and s.shape.as_list() == [None, None] for s in specs.values())
+        assert sorted(serve.structured_outputs) == ["end_logits", "start_logits"]
+        out = serve(**{k: tf.constant(v, dtype=dtype) for k, v in inputs.items()})
+        np.testing.assert_allclose(out["start_logits"].numpy(), start, atol=1e-5)
+        np.testing.assert_allclose(out["end_logits"].numpy(), end, atol=1e-5)
+    with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+        loaded.signatures["serving_default"](
+            **{k: tf.constant(v, dtype=tf.int64) for k, v in inputs.items()}
+        )
     settings = json.loads((target / "qa_config.json").read_text())
+    assert settings["files"] == ["1/saved_model.pb", "1/variables/"]
     assert settings["pair_template"] == ["[CLS]", "<question>", "[SEP]", "<context>", "[SEP]"]
     assert settings["cls_token_id"] == tokenizer.cls_token_id
     assert settings["input_names"] == ["input_ids", "attention_mask", "token_type_ids"]
@@ -215,18 +228,32 @@ def test_onnx_export_matches_keras(onnx_dir: Path, tiny_model: Any, tokenizer: A
     for value in proto.graph.input:
         dims = [d.dim_param for d in value.type.tensor_type.shape.dim]
         assert dims == ["batch", "sequence"], value.name
-    assert sorted(o.name for o in proto.graph.output) == ["end_logits", "start_logits"]
-    session = ort.InferenceSession(str(onnx_dir / "model.onnx"), providers=["CPUExecutionProvider"])
-    inputs = windows(tokenizer)
-    start, end = session.run(["start_logits", "end_logits"], inputs)
-    keras_start, keras_end = keras_logits(tiny_model, inputs)
-    np.testing.assert_allclose(start, keras_start, atol=1e-4)
-    np.testing.assert_allclose(end, keras_end, atol=1e-4)
-    # A different batch size and length run through the same graph (dynamic axes).
-    short = {k: v[:1, :20] for k, v in inputs.items()}
-    assert session.run(["start_logits"], short)[0].shape == (1, 20)
+    # start_logits first, as qa_config.json says: `start, end = session.run(None, ...)` holds.
+    assert [o.name for o in proto.graph.output] == ["start_logits", "end_logits"]
     settings = json.loads((onnx_dir / "qa_config.json").read_text())
+    assert settings["output_names"] == ["start_logits", "end_logits"]
     assert settings["files"] == ["model.onnx", "model.int8.onnx"]
+    inputs = windows(tokenizer)
+    keras_start, keras_end = keras_logits(tiny_model, inputs)
+    for name in ("model.onnx", "model.int8.onnx"):
+        session = ort.InferenceSession(str(onnx_dir / name), providers=["CPUExecutionProvider"])
+        assert [o.name for o in session.get_outputs()] == ["start_logits", "end_logits"]
+        # int64 inputs, the ONNX convention and what tokenizers return as numpy arrays.
+        assert [(i.name, i.type) for i in session.get_inputs()] == [
+            (n, "tensor(int64)") for n in ("input_ids", "attention_mask", "token_type_ids")
+        ]
+        if name == "model.onnx":
+            feeds = {k: v.astype(np.int64) for k, v in inputs.items()}
+            start, end = session.run(None, feeds)
+            np.testing.assert_allclose(start, keras_start, atol=1e-4)
+            np.testing.assert_allclose(end, keras_end, atol=1e-4)
+            with pytest.raises(
+                Exception, match=r"\(tensor\(int32\)\) , expected: \(tensor\(int64\)\)"
+            ):
+                session.run(None, inputs)  # int32: ONNX Runtime checks the declared type
+    # A different batch size and length run through the same graph (dynamic axes).
+    short = {k: v[:1, :20].astype(np.int64) for k, v in inputs.items()}
+    assert session.run(None, short)[0].shape == (1, 20)
 
 
 def test_int8_model_is_smaller(onnx_dir: Path) -> None:
@@ -462,7 +489,7 @@ def test_export_of_a_run_without_a_model(tmp_path: Path) -> None:
     with pytest.raises(QAFinetuneError, match=r"has no model \(model/config.json\)"):
         export_run(tmp_path / "run", "savedmodel")
     with pytest.raises(QAFinetuneError, match="no training checkpoint"):
-        export_run(tmp_path / "run", "hf")
+        export_run(tmp_path / "run", "hf", "latest")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
@@ -521,3 +548,189 @@ def test_missing_onnxruntime_names_the_extra_and_the_other_backend(
         "the ONNX backend needs onnxruntime: install the onnx extra with "
         "pip install 'qa-finetune[onnx]', or pass --backend tf"
     )
+
+
+# --- Every export records the run's settings, its checkpoint and step ------------------------
+
+RUN_SETTINGS = {"preprocess": {"max_length": 96, "stride": 24}, "inference": {"n_best": 7}}
+
+
+@pytest.fixture
+def run_dir(tiny_model_dir: Path, tmp_path: Path) -> Path:
+    """A finished run: model/ (best, step 6 of 9), a training checkpoint (step 1) and its
+    own windows and decoding settings (not the defaults)."""
+    import tensorflow as tf
+
+    from qa_finetune.config import Config, apply_overrides
+    from qa_finetune.modeling.loading import load_qa_model
+
+    run = tmp_path / "outputs" / "run"
+    shutil.copytree(tiny_model_dir, run / "model")
+    tf.train.Checkpoint(model=load_qa_model(run / "model")).save(str(run / "checkpoints" / "ckpt"))
+    config = apply_overrides(Config(), RUN_SETTINGS)
+    (run / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    metrics = {"kept_model": "best", "best_step": 6, "steps": 9}
+    (run / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    return run
+
+
+def _answering_settings(reference: Path) -> tuple[int, int, int, int]:
+    from qa_finetune.modeling.for_answering import load_for_answering
+
+    loaded = load_for_answering(str(reference), backend="tf")
+    spec, settings = loaded.spec, loaded.settings
+    return spec.max_length, spec.stride, settings.n_best, settings.max_answer_length
+
+
+def test_hf_export_outside_its_run_answers_with_the_runs_settings(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """qa_config.json in the hf folder: moved out of the run, `ask` keeps 96/24 windows and
+    n_best 7 instead of the 384/128 defaults."""
+    from qa_finetune.publish.export import export_run
+
+    exported = export_run(run_dir, "hf", "latest")
+    assert exported == run_dir / "model-step-1"
+    moved = Path(shutil.move(str(exported), str(tmp_path / "elsewhere")))
+    assert _answering_settings(moved) == _answering_settings(run_dir / "model") == (96, 24, 7, 30)
+    settings = json.loads((moved / "qa_config.json").read_text())
+    assert (settings["format"], settings["checkpoint"], settings["step"]) == ("hf", "latest", 1)
+    assert settings["files"] == ["tf_model.h5", "model.safetensors"]
+
+
+def test_every_format_defaults_to_the_best_weights_and_records_the_step(run_dir: Path) -> None:
+    """The default is what `ask --model RUN` answers with (RUN/model); every folder names its
+    checkpoint and step. hf's default adds the settings to RUN/model in place, unmarked."""
+    from qa_finetune.publish.export import export_run
+
+    expected = {"hf": run_dir / "model", "savedmodel": run_dir / "savedmodel"}
+    for fmt, folder in expected.items():
+        assert export_run(run_dir, fmt) == folder
+        settings = json.loads((folder / "qa_config.json").read_text())
+        assert (settings["format"], settings["checkpoint"], settings["step"]) == (fmt, "best", 6)
+        assert (settings["max_length"], settings["stride"], settings["n_best"]) == (96, 24, 7)
+    assert not (run_dir / "model" / ".qa-finetune-export").exists()
+    assert not list(run_dir.glob("model-step-*"))
+    # A run that kept its final weights: RUN/model is the last step.
+    (run_dir / "metrics.json").write_text(
+        json.dumps({"kept_model": "last", "best_step": 6, "steps": 9})
+    )
+    export_run(run_dir, "hf")
+    assert json.loads((run_dir / "model" / "qa_config.json").read_text())["step"] == 9
+
+
+def test_an_hf_settings_file_does_not_make_the_runs_model_replaceable(run_dir: Path) -> None:
+    """RUN/model with its qa_config.json (format hf) is still never an --output to replace."""
+    from qa_finetune.publish.export import export_run
+
+    export_run(run_dir, "hf")
+    with pytest.raises(QAFinetuneError, match="was not made by qa-finetune export"):
+        export_run(run_dir, "hf", "latest", output=run_dir / "model", overwrite=True)
+
+
+@pytest.mark.parametrize(
+    ("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)], ids=["umask-022", "umask-027"]
+)
+def test_exported_and_saved_files_follow_the_umask(
+    umask: int, mode: int, run_dir: Path, tiny_model: Any, tokenizer: Any, tmp_path: Path
+) -> None:
+    """safetensors writes 0600 through a temporary file: every file gets 0666 less the umask."""
+    import os
+
+    from qa_finetune.modeling.saving import save_model_atomic
+    from qa_finetune.publish.export import export_run
+
+    previous = os.umask(umask)
+    try:
+        folders = [
+            save_model_atomic(tiny_model, tokenizer, tmp_path / "trained"),  # what train writes
+            export_run(run_dir, "hf", "latest"),
+            export_run(run_dir, "savedmodel", output=tmp_path / "sm"),
+        ]
+    finally:
+        os.umask(previous)
+    files = [p for folder in folders for p in folder.rglob("*") if p.is_file()]
+    assert {"model.safetensors", "saved_model.pb", "qa_config.json"} <= {p.name for p in files}
+    assert {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): oct(mode) for p in files
+    }
+
+
+def test_an_onnx_export_with_int32_inputs_still_answers(
+    tiny_model: Any, tokenizer: Any, tmp_path: Path
+) -> None:
+    """Exports made before int64 inputs: the backend feeds each graph the type it declares."""
+    pytest.importorskip("tf2onnx")
+    from qa_finetune.modeling.formats.base import input_names
+    from qa_finetune.modeling.formats.onnx import OnnxPredictor, convert
+    from qa_finetune.modeling.formats.savedmodel import serving_function
+
+    serve, signature = serving_function(tiny_model, input_names(tokenizer), "int32")
+    predictor = OnnxPredictor.load(convert(serve, signature, tmp_path / "model.onnx"))
+    assert predictor.input_types == dict.fromkeys(predictor.input_names, "int32")
+    inputs = windows(tokenizer)
+    for batch in (inputs, {k: v.astype(np.int64) for k, v in inputs.items()}):
+        start, end = predictor.predict_batch(batch)
+        np.testing.assert_allclose(start, keras_logits(tiny_model, inputs)[0], atol=1e-4)
+        np.testing.assert_allclose(end, keras_logits(tiny_model, inputs)[1], atol=1e-4)
+
+
+# --- --quantized: the int8 model from the command line ---------------------------------------
+
+
+def test_ask_and_evaluate_run_the_int8_model_with_quantized(onnx_dir: Path, tmp_path: Path) -> None:
+    from sample_files import sample_data_path
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    ask = ["ask", QUESTION, "--context", CONTEXT, "--model", str(onnx_dir), "--json"]
+    result = CliRunner().invoke(app, [*ask, "--quantized", "--top-k", "2"])
+    assert result.exit_code == 0, result.output
+    int8 = QuestionAnswerer.load(str(onnx_dir), quantized=True)
+    assert int8.model.path.name == "model.int8.onnx"
+    assert json.loads(result.stdout) == int8.answer(QUESTION, CONTEXT, top_k=2)
+    report = tmp_path / "report"
+    args = ["evaluate", "--model", str(onnx_dir), "--data", str(sample_data_path("validation"))]
+    result = CliRunner().invoke(app, [*args, "--report-dir", str(report), "--quantized"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert (metrics["backend"], metrics["quantized"]) == ("onnx", True)
+
+
+def test_serve_loads_the_int8_model_with_quantized(onnx_dir: Path) -> None:
+    from qa_finetune.serving.command import load_answerer
+
+    assert load_answerer(str(onnx_dir), "auto", 8, quantized=True).model.path.name == (
+        "model.int8.onnx"
+    )
+    assert load_answerer(str(onnx_dir), "auto", 8).model.path.name == "model.onnx"
+
+
+@pytest.mark.parametrize("command", ["ask", "evaluate", "serve"])
+def test_quantized_without_an_int8_model_is_one_line(
+    command: str, onnx_dir: Path, tmp_path: Path
+) -> None:
+    from serve_helpers import free_port
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+
+    plain = Path(shutil.copytree(onnx_dir, tmp_path / "plain"))
+    (plain / "model.int8.onnx").unlink()
+    args = {
+        "ask": ["ask", QUESTION, "--context", CONTEXT, "--model", str(plain)],
+        "evaluate": ["evaluate", "--model", str(plain), "--data", str(tmp_path / "d.json")],
+        "serve": ["serve", str(plain), "--port", str(free_port())],
+    }[command]
+    for extra, expected in [
+        ([], f"error: --quantized: {plain} has no model.int8.onnx: export one with `qa-finetune "
+         "export RUN --format onnx --quantize int8` and pass that folder as --model, or drop "
+         "--quantized"),
+        (["--backend", "tf"], "error: --quantized runs the int8 ONNX model: use --backend onnx "
+         "or auto, or drop --quantized"),
+    ]:  # fmt: skip
+        result = CliRunner().invoke(app, [*args, "--quantized", *extra])
+        assert result.exit_code == 1, result.output
+        assert result.stderr.strip().splitlines() == [expected]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,7 @@ def test_body_has_recipe_limitations_and_usage(tmp_path: Path) -> None:
     assert "| `train.learning_rate` | 3e-05 |" in body
     assert "| `model.revision` | null |" in body
     assert "| `data.allow_no_answer` | false |" in body
-    assert f'pipeline("question-answering", model="{REPO_ID}", framework="tf")' in body
+    assert f'pipeline("question-answering", model="{REPO_ID}", framework="tf", dtype=None)' in body
     assert f"--model {REPO_ID}" in body
     assert 'qa-finetune ask "' in body
     assert "Extractive only" in body
@@ -215,3 +216,44 @@ def test_pytorch_only_model_gets_no_tensorflow_pipeline_snippet(tmp_path: Path) 
     assert f'pipeline("question-answering", model="{REPO_ID}")' in body
     assert 'framework="tf"' not in body
     assert f"--model {REPO_ID}" in body
+
+
+def test_card_names_the_step_of_the_weights_and_of_each_export(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path, metrics={**TRAIN_METRICS, "best_step": 80})
+    for name, checkpoint, step in [("onnx", "best", 80), ("savedmodel", "latest", 120)]:
+        (run_dir / name).mkdir()
+        record = {"format": name, "checkpoint": checkpoint, "step": step}
+        (run_dir / name / "qa_config.json").write_text(json.dumps(record))
+    _, body = split_card(build_model_card(run_dir, REPO_ID))
+    assert "Training: 2 epochs, 120 steps, 5.0 minutes, best checkpoint: epoch 2 (step 80)." in body
+    notes = [line for line in body.splitlines() if line.startswith(("`onnx/`", "`savedmodel/`"))]
+    assert [note.rpartition(". ")[2] for note in notes] == [
+        "Exported from the best checkpoint (step 80).",
+        "Exported from the latest checkpoint (step 120).",
+    ]
+    kept_last = {**TRAIN_METRICS, "kept_model": "last", "best_step": 80}
+    (run_dir / "metrics.json").write_text(json.dumps(kept_last))
+    assert "final weights kept (step 120)." in build_model_card(run_dir, REPO_ID)
+
+
+def test_the_cards_tensorflow_snippet_runs_as_written(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The card's TensorFlow code, taken from the card and run as it stands (here without
+    PyTorch) on the folder `push` would upload; only the repo id becomes that folder's path."""
+    from qa_finetune.modeling.loading import load_qa_model
+    from qa_finetune.modeling.reference import load_tokenizer
+    from qa_finetune.modeling.saving import save_model_atomic
+    from qa_finetune.publish.hub import push_run
+
+    run_dir = make_run_dir(tmp_path, metrics=TRAIN_METRICS)
+    model, tokenizer = load_qa_model(tiny_model_dir), load_tokenizer(tiny_model_dir)
+    save_model_atomic(model, tokenizer, run_dir / "model")  # tf_model.h5 + model.safetensors
+    staged = push_run(run_dir, REPO_ID, dry_run=True, staging_dir=tmp_path / "upload")
+    blocks = re.findall(r"```python\n(.*?)```", staged.card, flags=re.DOTALL)
+    [snippet] = [block for block in blocks if 'framework="tf"' in block]
+    code = snippet.replace(f'"{REPO_ID}"', repr(str(staged.staging_dir)))
+    assert code != snippet
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "card-snippet", "exec"), namespace)
+    context = "The report was written by Ada in 1843."
+    answer = namespace["qa"](question="Who wrote the report?", context=context)
+    assert context[answer["start"] : answer["end"]] == answer["answer"] != ""

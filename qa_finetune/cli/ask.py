@@ -17,6 +17,7 @@ from qa_finetune.cli.options import (
     MaxLengthOption,
     NoAnswerThresholdOption,
     OutputDirOption,
+    QuantizedOption,
     StrideOption,
     friendly_errors,
     model_on_backend,
@@ -81,6 +82,7 @@ def ask(
     output_dir: OutputDirOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
+    quantized: QuantizedOption = False,
 ) -> None:
     """Answer a question from a context of any length."""
     show_library_logs()
@@ -95,6 +97,7 @@ def ask(
         model,
         output_dir,
         backend,
+        quantized=quantized,
         max_length=max_length,
         stride=stride,
         max_answer_length=max_answer_length,
@@ -171,7 +174,7 @@ def _load_answerer(
     interrupted `train --overwrite` moved aside is named in the error or a note."""
     aside = _replaced_note(model)
     try:
-        reference = model_on_backend(model, backend, output_dir)
+        reference = model_on_backend(model, backend, output_dir, settings["quantized"])
         from qa_finetune.inference.answerer import QuestionAnswerer
 
         answerer = QuestionAnswerer.load(reference, backend=backend, **settings)

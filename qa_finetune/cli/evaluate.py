@@ -15,6 +15,7 @@ from qa_finetune.cli.options import (
     MaxLengthOption,
     ModelOption,
     NoAnswerThresholdOption,
+    QuantizedOption,
     StrideOption,
     friendly_errors,
     model_on_backend,
@@ -73,6 +74,7 @@ def evaluate(
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
     no_answer_threshold: NoAnswerThresholdOption = None,
+    quantized: QuantizedOption = False,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
@@ -81,23 +83,24 @@ def evaluate(
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
-    if predictions is None:
-        model = model_on_backend(model, backend)
-    else:
+    where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
+    if predictions is not None:
         _check_predictions_alone(
             model=model,
+            quantized=quantized or None,
             batch_size=batch_size,
             max_length=max_length,
             stride=stride,
             max_samples=max_samples,
             no_answer_threshold=no_answer_threshold,
         )
-    from qa_finetune.evaluation.evaluate import evaluate_model, evaluate_predictions
+        from qa_finetune.evaluation.evaluate import evaluate_predictions
 
-    where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
-    if predictions is not None:
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
         return
+    model = model_on_backend(model, backend, quantized=quantized)
+    from qa_finetune.evaluation.evaluate import evaluate_model
+
     evaluate_model(
         model,
         **where,
@@ -109,6 +112,7 @@ def evaluate(
         warn_untrained_head=not allow_untrained_head,
         backend=backend,
         no_answer_threshold=no_answer_threshold,
+        quantized=quantized,
     )
 
 

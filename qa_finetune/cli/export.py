@@ -26,8 +26,8 @@ def export(
         str | None,
         typer.Option(
             "--checkpoint",
-            help="latest (training checkpoint) or best (RUN/model). Default: latest for hf, "
-            "best otherwise.",
+            help="best (RUN/model: the weights `ask --model RUN` uses; the default) or latest "
+            "(the latest training checkpoint).",
         ),
     ] = None,
     quantize: Annotated[
@@ -37,7 +37,7 @@ def export(
         Path | None,
         typer.Option(
             "--output",
-            help="Folder to write (default: RUN/model-step-N, RUN/model, RUN/onnx, ...).",
+            help="Folder to write (default: RUN/model, RUN/model-step-N, RUN/onnx, ...).",
         ),
     ] = None,
     overwrite: Annotated[

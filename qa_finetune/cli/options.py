@@ -17,7 +17,7 @@ import typer
 from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import SECRET_PIECE, QAFinetuneError, scrub_secrets
 from qa_finetune.modeling.formats import BACKENDS, choices
-from qa_finetune.modeling.formats.onnx import ONNX_FILE
+from qa_finetune.modeling.formats.onnx import INT8_FILE, ONNX_FILE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +66,13 @@ BackendOption = Annotated[
         "--backend",
         help=f"auto (ONNX when the model folder has {ONNX_FILE}, else TensorFlow; with "
         f"both, the one measured faster here), {choices(BACKENDS[1:])}.",
+    ),
+]
+QuantizedOption = Annotated[
+    bool,
+    typer.Option(
+        "--quantized",
+        help=f"Run the int8 ONNX model ({INT8_FILE}, `export --format onnx --quantize int8`).",
     ),
 ]
 
@@ -117,15 +124,18 @@ def resolve(
     return resolve_config(config_path, flags, assignments)
 
 
-def model_on_backend(model: str | None, backend: str, output_dir: str | None = None) -> str:
+def model_on_backend(
+    model: str | None, backend: str, output_dir: str | None = None, quantized: bool = False
+) -> str:
     """The model to use (default: the latest run under ``output_dir``); TensorFlow is imported
-    only when the chosen backend is TensorFlow: the ONNX path never pays for that import."""
+    only when the chosen backend is TensorFlow: the ONNX path never pays for that import.
+    ``quantized``: the int8 ONNX model (a folder without one is an error here)."""
     from qa_finetune.cli.native_logs import import_tensorflow_quietly
     from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.runs.lookup import latest_run
 
     reference = model or str(latest_run(Path(output_dir or "outputs")))
-    if choose_backend(resolve_model_dir(reference), backend) == "tf":
+    if choose_backend(resolve_model_dir(reference), backend, quantized) == "tf":
         import_tensorflow_quietly()
     return reference

@@ -9,7 +9,7 @@ import typer
 
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
-from qa_finetune.cli.options import friendly_errors
+from qa_finetune.cli.options import QuantizedOption, friendly_errors
 from qa_finetune.modeling.formats import BACKENDS, choices
 
 MaxBatchOption = Annotated[
@@ -60,6 +60,7 @@ def serve(
         int, typer.Option(help="Connections served at once (more: HTTP 503).")
     ] = 1000,
     feedback_file: FeedbackFileOption = None,
+    quantized: QuantizedOption = False,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
@@ -67,7 +68,7 @@ def serve(
     require_serve_extra()
     show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
-        if _runs_on_tensorflow(model, backend):
+        if _runs_on_tensorflow(model, backend, quantized):
             import_tensorflow_quietly()
         from qa_finetune.serving.command import serve as run_serve
 
@@ -86,10 +87,11 @@ def serve(
             read_timeout=read_timeout,
             max_connections=max_connections,
             feedback_file=feedback_file,
+            quantized=quantized,
         )
 
 
-def _runs_on_tensorflow(model: str, backend: str) -> bool:
+def _runs_on_tensorflow(model: str, backend: str, quantized: bool = False) -> bool:
     """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
     id is not resolved here (that may download); a local folder or backend that does not
     resolve is left for ``serve`` to report, after its own checks."""
@@ -100,6 +102,6 @@ def _runs_on_tensorflow(model: str, backend: str) -> bool:
     if not Path(model).expanduser().exists():
         return True
     try:
-        return choose_backend(resolve_model_dir(model), backend) == "tf"
+        return choose_backend(resolve_model_dir(model), backend, quantized) == "tf"
     except QAFinetuneError:
         return False

@@ -121,12 +121,12 @@ def evaluate_model(
     warn_untrained_head: bool = True,
     backend: str = "auto",
     no_answer_threshold: float | None = None,
+    quantized: bool = False,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
-
     Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
     ``max_length``, ``stride`` and ``no_answer_threshold`` override it when given (no batch
-    size: the one measured fastest here).
+    size: the one measured fastest here); ``quantized``: the int8 ONNX model.
     """
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
@@ -144,15 +144,15 @@ def evaluate_model(
         batch_size=batch_size,
         backend=backend,
         no_answer_threshold=no_answer_threshold,
+        quantized=quantized,
         warn_untrained_head=warn_untrained_head,
         tune_batch=True,
     )
-    run_dir = run_dir_of(loaded.model_dir)
     started = time.perf_counter()
     result, windows = _predict_and_score(loaded, examples.records, allow_no_answer)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
-    report_dir = report_dir or _default_report_dir(run_dir)
+    report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
     check_report_dir(report_dir)
     write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
@@ -172,6 +172,7 @@ def _answering_settings(loaded: Any) -> dict[str, Any]:
     """The backend, windows and decoding the scores were made with."""
     return {
         "backend": loaded.backend,
+        "quantized": quantized,
         "max_length": loaded.spec.max_length,
         "stride": loaded.spec.stride,
         "n_best": loaded.settings.n_best,

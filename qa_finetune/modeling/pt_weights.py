@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import give_usual_mode
 from qa_finetune.modeling.families import PT_WEIGHTS
 
 
@@ -94,4 +95,5 @@ def save_pytorch_safetensors(model: Any, folder: Path) -> Path:
     check_round_trip(model, state)
     path = Path(folder) / PT_WEIGHTS
     save_file(state, str(path), metadata={"format": "pt"})
-    return path
+    # safetensors writes through a private temporary file: 0600 whatever the umask.
+    return give_usual_mode(path)

@@ -4,10 +4,12 @@ The formats and their writers are in ``qa_finetune.modeling.formats`` (``hf``: a
 with PyTorch-named weights too; ``savedmodel``: TF Serving; ``onnx``: ONNX Runtime, which
 ``qa-finetune ask`` runs without TensorFlow); this module picks the weights and the folder.
 
-The serving folders also hold ``config.json``, the tokenizer files and
-``qa_config.json`` (window and decoding settings), so a serving stack can window and decode.
-``--checkpoint best`` reads ``RUN/model/`` (the weights training kept); ``latest`` reads the
-latest training checkpoint (the final weights, or an interrupted run's). Every folder is
+The serving folders also hold ``config.json`` and the tokenizer files, and every folder
+``qa_config.json`` (the run's window and decoding settings, which checkpoint and step), so
+``ask`` outside the run and a serving stack window and decode as the run does.
+``--checkpoint best`` (the default) reads ``RUN/model/`` (the weights training kept, which
+``ask --model RUN`` uses); ``latest`` reads the latest training checkpoint (the final weights,
+or an interrupted run's). Every folder is
 written beside its target and renamed into place: a failure leaves nothing half-written. Each
 carries a ``.qa-finetune-export`` marker: ``--overwrite`` replaces only a folder that has it,
 never a run directory, an output root or a feature cache.
@@ -30,6 +32,8 @@ from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_m
 from qa_finetune.runs.paths import RunPaths
 
 CHECKPOINTS = ("latest", "best")
+# What `ask --model RUN` answers with: RUN/model, the weights training kept.
+DEFAULT_CHECKPOINT = "best"
 
 
 def _architecture_source(run_dir: Path) -> Path:
@@ -82,6 +86,11 @@ def _load_latest(run_dir: Path, path: str) -> tuple[Any, Path]:
 
 def _best_model_dir(run_dir: Path) -> Path:
     """``RUN/model`` (or ``run_dir`` itself when it is a model folder)."""
+    if not run_dir.is_dir():
+        raise QAFinetuneError(
+            f"{run_dir} does not exist: pass a run directory written by qa-finetune train, "
+            "or a model folder"
+        )
     for candidate in (RunPaths(run_dir).model, run_dir):
         if (candidate / "config.json").is_file():
             return candidate
@@ -121,26 +130,29 @@ def export_run(
 ) -> Path:
     """Export a run's weights; returns the folder written.
 
-    ``checkpoint`` defaults to ``latest`` for ``hf`` (a folder beside ``model/``) and ``best``
-    for the serving formats. Default folders: ``RUN/model-step-N`` (hf, latest), ``RUN/model``
-    (hf, best: adds the PyTorch weights in place), ``RUN/savedmodel``, ``RUN/onnx``.
+    ``checkpoint`` defaults to ``best`` for every format: ``RUN/model``, the weights
+    ``ask --model RUN`` answers with. Default folders: ``RUN/model`` (hf, best: the PyTorch
+    weights and ``qa_config.json`` added in place), ``RUN/model-step-N`` (hf, latest),
+    ``RUN/savedmodel``, ``RUN/onnx``. Every folder gets a ``qa_config.json`` naming the
+    checkpoint and its step.
     """
     from qa_finetune.modeling.loading import load_qa_model
     from qa_finetune.modeling.reference import load_tokenizer
 
     run_dir = Path(run_dir)
-    # A model folder is written beside model/; a serving format comes from model/ itself.
-    serving = formats.get(fmt).serving
-    checkpoint = checkpoint or ("best" if serving else "latest")
+    checkpoint = checkpoint or DEFAULT_CHECKPOINT
     chosen = _check_arguments(fmt, checkpoint, quantize)
+    serving = chosen.serving
     if checkpoint == "latest":
         path, step = _latest_checkpoint(run_dir)
         default = run_dir / (fmt if serving else f"model-step-{step}")
     else:
         source = _best_model_dir(run_dir)
+        step = _best_step(source)
         default = source.parent / fmt if serving else source
     target = Path(output) if output is not None else default
-    in_place = not serving and checkpoint == "best" and target == default
+    # Only the default hf folder of the best weights is the run's model/ itself.
+    in_place = not serving and checkpoint == "best" and output is None
     if not in_place:
         # Before the model loads: a folder export did not make is never replaced.
         _check_target(target, overwrite, own_default=checkpoint == "latest" and target == default)
@@ -151,20 +163,70 @@ def export_run(
     else:
         model = load_qa_model(source)
     tokenizer = load_tokenizer(source)
+    settings = qa_settings(_run_of(run_dir, source), tokenizer)
+    settings.update(format=fmt, source=source.name, checkpoint=checkpoint, step=step)
     if in_place:
-        # RUN/model stays training's folder (no export marker): only PyTorch weights are added.
-        return save_model_atomic(model, tokenizer, target)
+        return _add_to_model_folder(model, tokenizer, target, settings)
+    return _write_export(chosen, model, tokenizer, target, quantize, settings)
+
+
+def _add_to_model_folder(
+    model: Any, tokenizer: Any, target: Path, settings: dict[str, Any]
+) -> Path:
+    """RUN/model re-saved with PyTorch weights and its settings; it stays training's folder
+    (no export marker)."""
+    save_model_atomic(model, tokenizer, target)
+    files = sorted(p.name for p in target.iterdir() if p.is_file())
+    write_json(target / QA_CONFIG, {**settings, "files": files})
+    return target
+
+
+def _write_export(
+    fmt: ExportFormat,
+    model: Any,
+    tokenizer: Any,
+    target: Path,
+    quantize: str | None,
+    settings: dict[str, Any],
+) -> Path:
+    """The format's files, its settings and marker, built beside ``target`` and swapped in."""
     with staged_folder(target) as staging:
-        files = chosen.write(model, tokenizer, staging, quantize)
-        if serving:
+        files = fmt.write(model, tokenizer, staging, quantize)
+        if fmt.serving:
             # What a serving stack needs beside the model to window and decode.
             model.config.save_pretrained(str(staging))
             tokenizer.save_pretrained(str(staging))
-            settings = qa_settings(source, tokenizer)
-            settings.update(format=fmt, files=files, source=source.name, checkpoint=checkpoint)
-            write_json(staging / QA_CONFIG, settings)
-        write_marker(staging, EXPORT_MARKER, fmt)
+        write_json(staging / QA_CONFIG, {**settings, "files": files})
+        write_marker(staging, EXPORT_MARKER, fmt.name)
     return target
+
+
+def _run_of(run_dir: Path, source: Path) -> Path:
+    """The folder whose run settings an export records: the run's model/ (or the model
+    folder given), also when the weights are a checkpoint of a run without model/ yet."""
+    from qa_finetune.runs.ownership import is_run_directory
+
+    return RunPaths(run_dir).model if is_run_directory(run_dir) else source
+
+
+def _best_step(model_dir: Path) -> int | None:
+    """The training step of the weights in ``RUN/model``: the best validation's, or the
+    last step when the run kept its final weights; None outside a run or before its end."""
+    import json
+
+    from qa_finetune.runs.lookup import run_dir_of
+
+    run_dir = run_dir_of(model_dir)
+    if run_dir is None:
+        return None
+    try:
+        metrics = json.loads(RunPaths(run_dir).metrics.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(metrics, dict):
+        return None
+    step = metrics.get("steps" if metrics.get("kept_model") == "last" else "best_step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _check_target(target: Path, overwrite: bool, own_default: bool) -> None:
@@ -178,8 +240,10 @@ def _check_target(target: Path, overwrite: bool, own_default: bool) -> None:
 
 
 def _is_unmarked_export(folder: Path) -> bool:
-    """A savedmodel/onnx export written before the marker: its qa_config.json names it."""
+    """A savedmodel/onnx export written before the marker: its qa_config.json names it (a
+    model folder's names ``hf``: that may be a run's own model/, never replaced)."""
+    serving = [f.name for f in formats.SERVING]
     try:
-        return folder.is_dir() and read_qa_config(folder).get("format") in formats.FORMATS
+        return folder.is_dir() and read_qa_config(folder).get("format") in serving
     except QAFinetuneError:
         return False

@@ -86,13 +86,21 @@ def _summary(
         facts.append(f"{training['steps']} steps")
     if number(training.get("train_seconds")) is not None:
         facts.append(f"{training['train_seconds'] / 60:.1f} minutes")
+    step = _kept_step(training)
+    at = f" (step {step})" if step is not None else ""
     if training.get("kept_model") == "last":
-        facts.append("final weights kept")
-    elif training.get("best_epoch") is not None:
-        facts.append(f"best epoch {training['best_epoch']}")
+        facts.append(f"final weights kept{at}")
+    elif number(training.get("best_epoch")) is not None:
+        facts.append(f"best checkpoint: epoch {training['best_epoch']:g}{at}")
     if facts:
         lines += ["", "Training: " + ", ".join(facts) + "."]
     return lines
+
+
+def _kept_step(training: dict[str, Any]) -> int | None:
+    """The step of the weights in ``model/``: the best validation's, or the last one."""
+    step = training.get("steps" if training.get("kept_model") == "last" else "best_step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _limitations(config: dict[str, dict[str, Any]], training: dict[str, Any]) -> list[str]:
@@ -156,10 +164,10 @@ def _usage(repo_id: str, has_pytorch: bool, has_tf: bool = True) -> list[str]:
             "```python",
             "from transformers import pipeline",
             "",
-            "# use_safetensors=False picks tf_model.h5: transformers' TF loader cannot read the",
-            "# PyTorch safetensors file. Without PyTorch installed, also pass dtype=None.",
+            "# use_safetensors=False picks tf_model.h5 (transformers' TF loader cannot read the",
+            "# PyTorch safetensors file); dtype=None: no PyTorch dtype (works without PyTorch).",
             f'qa = pipeline("question-answering", model="{repo_id}", framework="tf",',
-            '              model_kwargs={"use_safetensors": False})',
+            '              model_kwargs={"use_safetensors": False}, dtype=None)',
             question,
             "```",
             "",
@@ -171,9 +179,9 @@ def _usage(repo_id: str, has_pytorch: bool, has_tf: bool = True) -> list[str]:
             "```python",
             "from transformers import pipeline",
             "",
-            "# TensorFlow weights, hence framework='tf'. Without PyTorch installed,",
-            "# also pass dtype=None.",
-            f'qa = pipeline("question-answering", model="{repo_id}", framework="tf")',
+            "# TensorFlow weights, hence framework='tf'; dtype=None: no PyTorch dtype (works",
+            "# without PyTorch).",
+            f'qa = pipeline("question-answering", model="{repo_id}", framework="tf", dtype=None)',
             question,
             "```",
             "",
@@ -256,5 +264,16 @@ def _export_notes(run_dir: Path) -> list[str]:
     for fmt in sorted(SERVING, key=lambda f: f.backend is None):
         folder = run_dir / fmt.name
         if fmt.card_note is not None and (folder / QA_CONFIG).is_file():
-            lines += ["", fmt.card_note(folder)]
+            lines += ["", fmt.card_note(folder) + _exported_from(folder / QA_CONFIG)]
     return lines
+
+
+def _exported_from(qa_config: Path) -> str:
+    """`` Exported from the best checkpoint (step N).``: what the folder's qa_config.json
+    records (nothing for an export that predates the record)."""
+    exported = read_json(qa_config)
+    checkpoint, step = exported.get("checkpoint"), exported.get("step")
+    if checkpoint not in ("best", "latest"):
+        return ""
+    at = f" (step {step})" if isinstance(step, int) and not isinstance(step, bool) else ""
+    return f" Exported from the {checkpoint} checkpoint{at}."

@@ -103,10 +103,12 @@ def _check_backend(backend: str) -> None:
         raise ServeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
-def load_answerer(reference: str, backend: str, max_batch: int | None) -> Any:
+def load_answerer(
+    reference: str, backend: str, max_batch: int | None, quantized: bool = False
+) -> Any:
     """The shared answerer: the run's decoding settings, batches of up to ``max_batch``
     windows; None: the size measured fastest on this machine (``UNMEASURED_MAX_BATCH`` when
-    measuring is turned off)."""
+    measuring is turned off); ``quantized``: the int8 ONNX model."""
     from qa_finetune.inference.answerer import QuestionAnswerer
     from qa_finetune.modeling.batch_profile import enabled
 
@@ -114,18 +116,22 @@ def load_answerer(reference: str, backend: str, max_batch: int | None) -> Any:
     if max_batch is None and not enabled():
         max_batch = UNMEASURED_MAX_BATCH
     return QuestionAnswerer.load(
-        reference, batch_size=max_batch, backend=backend, tune_batch=max_batch is None
+        reference,
+        batch_size=max_batch,
+        backend=backend,
+        tune_batch=max_batch is None,
+        quantized=quantized,
     )
 
 
-def build_app(reference: str, backend: str, settings: Any) -> Any:
+def build_app(reference: str, backend: str, settings: Any, quantized: bool = False) -> Any:
     """Load the model and wrap it in the app (what each worker process does)."""
     from dataclasses import replace
 
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.service import AnswerService
 
-    answerer = load_answerer(reference, backend, settings.max_batch)
+    answerer = load_answerer(reference, backend, settings.max_batch, quantized)
     settings = replace(settings, max_batch=answerer.settings.batch_size)
     log.info("serving with --max-batch %d", settings.max_batch)
     return create_app(AnswerService(answerer, settings))
@@ -136,7 +142,8 @@ def app_from_environment() -> Any:
     from qa_finetune.serving.service import ServeSettings
 
     raw = json.loads(os.environ[_ENV])
-    return build_app(raw.pop("reference"), raw.pop("backend"), ServeSettings(**raw))
+    reference, backend, quantized = raw.pop("reference"), raw.pop("backend"), raw.pop("quantized")
+    return build_app(reference, backend, ServeSettings(**raw), quantized)
 
 
 def serve(
@@ -154,12 +161,13 @@ def serve(
     read_timeout: float = 30.0,
     max_connections: int = 1000,
     feedback_file: Path | None = None,
+    quantized: bool = False,
 ) -> None:
-    """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C."""
+    """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
+    ``quantized`` serves the folder's int8 ONNX model."""
     require_serve_extra()
     import uvicorn
 
-    from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.service import ServeSettings, check_settings
 
     settings = ServeSettings(
@@ -182,11 +190,11 @@ def serve(
         raise ServeError(f"--max-connections must be at least 1, got {max_connections}")
     _check_backend(backend)
     _check_port(host, port)
-    resolve_model_dir(reference)  # a wrong reference fails here, in one line
+    _check_model(reference, backend, quantized)
     options = _uvicorn_options(host, port, access_log, read_timeout, max_connections)
     if workers > 1:
         os.environ[_ENV] = json.dumps(
-            {"reference": reference, "backend": backend, **asdict(settings)}
+            {"reference": reference, "backend": backend, "quantized": quantized} | asdict(settings)
         )
         uvicorn.run(
             "qa_finetune.serving.command:app_from_environment",
@@ -195,7 +203,18 @@ def serve(
             **options,
         )
         return
-    _run_until_stopped(build_app(reference, backend, settings), options)
+    _run_until_stopped(build_app(reference, backend, settings, quantized), options)
+
+
+def _check_model(reference: str, backend: str, quantized: bool) -> None:
+    """A wrong reference, or ``--quantized`` for a folder without an int8 model, fails here
+    in one line, before any worker starts."""
+    from qa_finetune.modeling.formats import choose_backend
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    model_dir = resolve_model_dir(reference)
+    if quantized:
+        choose_backend(model_dir, backend, quantized)
 
 
 def _uvicorn_options(

@@ -52,7 +52,9 @@ def choose_backend(model_dir: Path, backend: str, quantized: bool = False) -> st
     if backend not in BACKENDS:
         raise QAFinetuneError(f"unknown backend {backend!r}: choose {choices(BACKENDS)}")
     if quantized and backend == "tf":
-        raise QAFinetuneError("the int8 model is an ONNX model: use --backend onnx or auto")
+        raise QAFinetuneError(
+            "--quantized runs the int8 ONNX model: use --backend onnx or auto, or drop --quantized"
+        )
     if quantized:
         backend = "onnx"
     for name, fmt in RUNTIMES.items():
@@ -62,6 +64,12 @@ def choose_backend(model_dir: Path, backend: str, quantized: bool = False) -> st
         path = fmt.model_file(model_dir, quantized)
         if path.is_file():
             return name
+        if quantized:
+            raise QAFinetuneError(
+                f"--quantized: {model_dir} has no {path.name}: export one with "
+                f"`qa-finetune export RUN --format {fmt.name} --quantize int8` and pass that "
+                "folder as --model, or drop --quantized"
+            )
         if backend == name:
             raise QAFinetuneError(
                 f"--backend {name}: {model_dir} has no {path.name}: export one with "

@@ -2,7 +2,9 @@
 by ONNX Runtime without TensorFlow; the ``onnx`` extra.
 
 tf2onnx lowers the exact GELU to ``Erfc``, which ONNX has no operator for: a custom handler
-rewrites it as ``1 - Erf(x)``.
+rewrites it as ``1 - Erf(x)``. The graph takes int64 inputs (the ONNX convention, and what
+tokenizers return as numpy arrays) and returns ``start_logits`` then ``end_logits``, so
+``start, end = session.run(None, feeds)`` holds what it says.
 """
 
 from __future__ import annotations
@@ -52,23 +54,41 @@ def _name_dynamic_axes(model: Any) -> None:
                 dim.dim_param = name
 
 
+def _order_outputs(model: Any) -> None:
+    """List the graph's outputs in ``OUTPUT_NAMES`` order (tf2onnx sorts a dict's keys,
+    which puts ``end_logits`` first)."""
+    import onnx
+
+    ordered = []
+    for value in sorted(model.graph.output, key=lambda v: OUTPUT_NAMES.index(v.name)):
+        copy = onnx.ValueInfoProto()
+        copy.CopyFrom(value)
+        ordered.append(copy)
+    del model.graph.output[:]
+    model.graph.output.extend(ordered)
+
+
 def convert(forward: Any, signature: list[Any], target: Path) -> Path:
-    """Convert a ``tf.function`` over named int32 [None, None] inputs to ``target``."""
+    """Convert a ``tf.function`` over named [None, None] integer inputs to ``target``."""
     onnx = require("onnx", "onnx", "--format onnx")
     tf2onnx = require("tf2onnx", "onnx", "--format onnx")
+    from qa_finetune.compat import tf2onnx_passes_free_their_copies
+
     try:
-        model, _ = tf2onnx.convert.from_function(
-            forward,
-            input_signature=signature,
-            opset=OPSET,
-            custom_op_handlers={"Erfc": (_erfc_handler, [])},
-        )
+        with tf2onnx_passes_free_their_copies():
+            model, _ = tf2onnx.convert.from_function(
+                forward,
+                input_signature=signature,
+                opset=OPSET,
+                custom_op_handlers={"Erfc": (_erfc_handler, [])},
+            )
     except Exception as exc:  # tf2onnx raises bare Exceptions for ops it cannot map
         raise QAFinetuneError(
             f"tf2onnx cannot convert this model ({type(exc).__name__}: {exc})".split("\n")[0]
             + "; export it with --format savedmodel instead"
         ) from exc
     _name_dynamic_axes(model)
+    _order_outputs(model)
     onnx.save(model, str(target))
     return target
 
@@ -103,7 +123,7 @@ def write(model: Any, tokenizer: Any, staging: Path, quantize: str | None = None
     """``model.onnx`` of the model's forward, and its int8 copy when asked."""
     from qa_finetune.modeling.formats.savedmodel import serving_function
 
-    serve, signature = serving_function(model, input_names(tokenizer))
+    serve, signature = serving_function(model, input_names(tokenizer), "int64")
     files = [convert(serve, signature, model_file(staging)).name]
     if quantize == "int8":
         files.append(quantize_int8(model_file(staging), model_file(staging, True)).name)
@@ -135,6 +155,10 @@ def session_options(ort: Any, threads: int | None = None) -> Any:
     return options
 
 
+# ONNX Runtime's names of the integer input types -> numpy's.
+_INTEGER_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64"}
+
+
 class OnnxPredictor:
     """An ONNX Runtime session over an exported QA model."""
 
@@ -144,6 +168,10 @@ class OnnxPredictor:
         self.session = session
         self.path = path
         self.input_names = tuple(i.name for i in session.get_inputs())
+        # int64 since inputs follow the ONNX convention; exports made before take int32.
+        self.input_types = {
+            i.name: _INTEGER_TYPES.get(i.type, "int64") for i in session.get_inputs()
+        }
         outputs = [o.name for o in session.get_outputs()]
         if sorted(outputs) != sorted(OUTPUT_NAMES):
             raise QAFinetuneError(
@@ -169,14 +197,14 @@ class OnnxPredictor:
         return cls(session, Path(path))
 
     def predict_batch(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Start and end logits for int32 inputs; an input the model takes but the batch
-        lacks (``token_type_ids``) is zeros."""
+        """Start and end logits for integer inputs, cast to the type the graph declares; an
+        input the model takes but the batch lacks (``token_type_ids``) is zeros."""
         import numpy as np
 
         ids = batch["input_ids"]
         feed = {
             name: (batch[name] if name in batch else np.zeros_like(ids)).astype(
-                np.int32, copy=False
+                self.input_types[name], copy=False
             )
             for name in self.input_names
         }
