@@ -20,6 +20,30 @@ MaxBatchOption = Annotated[
     ),
 ]
 HostOption = Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
+PortOption = Annotated[int, typer.Option(help="TCP port.")]
+ServeBackendOption = Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")]
+MaxWaitOption = Annotated[float, typer.Option(help="Longest wait for more requests to batch, ms.")]
+MaxContextOption = Annotated[int, typer.Option(help="Longest context accepted (longer: HTTP 413).")]
+WorkersOption = Annotated[int, typer.Option(help="Processes, each with its own model.")]
+AccessLogOption = Annotated[
+    bool, typer.Option("--access-log/--no-access-log", help="Log every request.")
+]
+MaxWindowsOption = Annotated[
+    int, typer.Option(help="Most windows one HTTP request may use (more: HTTP 413).")
+]
+RequestTimeoutOption = Annotated[
+    float, typer.Option(help="Seconds to answer a request (longer: HTTP 504, work dropped).")
+]
+ReadTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Seconds a client has to send a request's headers, then its body (longer: "
+        "closed; a late body gets HTTP 408)."
+    ),
+]
+MaxConnectionsOption = Annotated[
+    int, typer.Option(help="Connections served at once (more: HTTP 503).")
+]
 FeedbackFileOption = Annotated[
     Path | None,
     typer.Option(help="Record answer verdicts (POST /v1/feedback) in this JSON Lines file."),
@@ -30,35 +54,17 @@ FeedbackFileOption = Annotated[
 def serve(
     model: Annotated[str, typer.Argument(help="Run dir, model folder, package or Hub id.")],
     host: HostOption = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
+    port: PortOption = 8000,
+    backend: ServeBackendOption = "auto",
     max_batch: MaxBatchOption = None,
-    max_wait_ms: Annotated[
-        float, typer.Option(help="Longest wait for more requests to batch, ms.")
-    ] = 5.0,
-    max_context_chars: Annotated[
-        int, typer.Option(help="Longest context accepted (longer: HTTP 413).")
-    ] = 100_000,
-    workers: Annotated[int, typer.Option(help="Processes, each with its own model.")] = 1,
-    access_log: Annotated[
-        bool, typer.Option("--access-log/--no-access-log", help="Log every request.")
-    ] = True,
-    max_windows_per_request: Annotated[
-        int, typer.Option(help="Most windows one HTTP request may use (more: HTTP 413).")
-    ] = 256,
-    request_timeout: Annotated[
-        float, typer.Option(help="Seconds to answer a request (longer: HTTP 504, work dropped).")
-    ] = 60.0,
-    read_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds a client has to send a request's headers, then its body (longer: "
-            "closed; a late body gets HTTP 408)."
-        ),
-    ] = 30.0,
-    max_connections: Annotated[
-        int, typer.Option(help="Connections served at once (more: HTTP 503).")
-    ] = 1000,
+    max_wait_ms: MaxWaitOption = 5.0,
+    max_context_chars: MaxContextOption = 100_000,
+    workers: WorkersOption = 1,
+    access_log: AccessLogOption = True,
+    max_windows_per_request: MaxWindowsOption = 256,
+    request_timeout: RequestTimeoutOption = 60.0,
+    read_timeout: ReadTimeoutOption = 30.0,
+    max_connections: MaxConnectionsOption = 1000,
     feedback_file: FeedbackFileOption = None,
     quantized: QuantizedOption = False,
 ) -> None:

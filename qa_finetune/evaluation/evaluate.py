@@ -161,14 +161,14 @@ def evaluate_model(
         "model": reference,
         "version_2": allow_no_answer,
         "features": windows,
-        **_answering_settings(loaded),
+        **_answering_settings(loaded, quantized),
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 
 
-def _answering_settings(loaded: Any) -> dict[str, Any]:
+def _answering_settings(loaded: Any, quantized: bool) -> dict[str, Any]:
     """The backend, windows and decoding the scores were made with."""
     return {
         "backend": loaded.backend,
