@@ -10,6 +10,29 @@ from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import friendly_errors
 from qa_finetune.modeling.formats import BACKENDS, choices
 
+ReadTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Seconds a client has to send a request's headers, then its body (longer: "
+        "closed; a late body gets HTTP 408)."
+    ),
+]
+MaxQueue = Annotated[
+    int,
+    typer.Option(
+        help="Answer requests in progress at once; more get HTTP 503 with Retry-After at once "
+        "(0: no bound)."
+    ),
+]
+CorsOrigins = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="ORIGIN",
+        help="An origin whose pages may call the API from a browser, e.g. "
+        "https://app.example.com (repeatable; * for any). None by default.",
+    ),
+]
+
 
 @friendly_errors
 def serve(
@@ -36,16 +59,12 @@ def serve(
     request_timeout: Annotated[
         float, typer.Option(help="Seconds to answer a request (longer: HTTP 504, work dropped).")
     ] = 60.0,
-    read_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds a client has to send a request's headers, then its body (longer: "
-            "closed; a late body gets HTTP 408)."
-        ),
-    ] = 30.0,
+    read_timeout: ReadTimeout = 30.0,
     max_connections: Annotated[
         int, typer.Option(help="Connections served at once (more: HTTP 503).")
     ] = 1000,
+    max_queue: MaxQueue = 256,
+    cors_origin: CorsOrigins = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
@@ -70,6 +89,8 @@ def serve(
             request_timeout=request_timeout,
             read_timeout=read_timeout,
             max_connections=max_connections,
+            max_queue=max_queue,
+            cors_origins=tuple(cors_origin or ()),
         )
 
 
