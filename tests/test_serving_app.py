@@ -259,3 +259,79 @@ def test_readyz_reports_a_failed_warm_up(answerer: QuestionAnswerer) -> None:
         assert client.get("/healthz").status_code == 200
     finally:
         client.__exit__(None, None, None)
+
+
+# ---- CORS: off unless --cors-origin names the origin ------------------------------------------
+
+PAGE_ORIGIN = "http://localhost:3000"
+PREFLIGHT = {
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "content-type,x-request-id",
+}
+
+
+def cors_client(answerer: QuestionAnswerer, *origins: str) -> TestClient:
+    """No lifespan: CORS is answered before the model is involved."""
+    return TestClient(
+        create_app(AnswerService(answerer, ServeSettings("tiny", cors_origins=origins)))
+    )
+
+
+def test_without_cors_origins_a_browser_gets_no_cors_headers(answerer: QuestionAnswerer) -> None:
+    client = cors_client(answerer)
+    preflight = client.options("/v1/answer", headers={"Origin": PAGE_ORIGIN, **PREFLIGHT})
+    assert preflight.status_code == 405
+    simple = client.get("/v1/model", headers={"Origin": PAGE_ORIGIN})
+    assert simple.status_code == 200
+    assert not [name for name in [*preflight.headers, *simple.headers] if "access-control" in name]
+
+
+def test_a_cors_origin_is_allowed_its_preflight_and_requests(answerer: QuestionAnswerer) -> None:
+    client = cors_client(answerer, PAGE_ORIGIN, "https://app.example.com")
+    preflight = client.options("/v1/answer", headers={"Origin": PAGE_ORIGIN, **PREFLIGHT})
+    assert preflight.status_code == 200
+    assert preflight.headers["Access-Control-Allow-Origin"] == PAGE_ORIGIN
+    assert preflight.headers["Access-Control-Allow-Methods"] == "GET, POST"
+    assert "X-Request-ID" in preflight.headers["Access-Control-Allow-Headers"]
+    simple = client.get("/v1/model", headers={"Origin": "https://app.example.com"})
+    assert simple.status_code == 200
+    assert simple.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+    assert simple.headers["Access-Control-Expose-Headers"] == "X-Request-ID, Retry-After"
+
+
+def test_an_origin_not_named_is_refused(answerer: QuestionAnswerer) -> None:
+    client = cors_client(answerer, PAGE_ORIGIN)
+    other = "http://elsewhere.example"
+    preflight = client.options("/v1/answer", headers={"Origin": other, **PREFLIGHT})
+    assert (preflight.status_code, preflight.text) == (400, "Disallowed CORS origin")
+    assert "Access-Control-Allow-Origin" not in preflight.headers
+    simple = client.get("/v1/model", headers={"Origin": other})
+    assert simple.status_code == 200  # answered, but the browser keeps it from the page
+    assert "Access-Control-Allow-Origin" not in simple.headers
+
+
+def test_cors_origin_star_allows_any(answerer: QuestionAnswerer) -> None:
+    client = cors_client(answerer, "*")
+    simple = client.get("/v1/model", headers={"Origin": "http://elsewhere.example"})
+    assert simple.headers["Access-Control-Allow-Origin"] == "*"
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://localhost:3000/", "localhost:3000", "https://app.example.com/page", ""]
+)
+def test_a_malformed_cors_origin_is_refused(origin: str) -> None:
+    from qa_finetune.serving.service import check_settings
+
+    with pytest.raises(ValueError) as caught:
+        check_settings(ServeSettings("tiny", cors_origins=(origin,)))
+    assert str(caught.value) == (
+        "--cors-origin must be * or an origin such as https://app.example.com (scheme and "
+        f"host, optional port, no path), got {origin!r}"
+    )
+
+
+def test_the_favicon_is_204_not_404(client: TestClient) -> None:
+    response = client.get("/favicon.ico")
+    assert (response.status_code, response.content) == (204, b"")
+    # The page names an empty icon, so browsers need not ask at all.
+    assert '<link rel="icon" href="data:,">' in client.get("/").text

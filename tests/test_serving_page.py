@@ -1,11 +1,15 @@
-"""The web page in a real headless Chromium: type a question, see the answer highlighted."""
+"""The web page: its script on a small fake DOM under Node (fast), and in a real headless
+Chromium (slow): type a question, see the answer highlighted and scrolled to, see a failure
+replace it with its one-line error."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from serve_helpers import free_port, post, start_server, wait_ready
@@ -16,21 +20,85 @@ CONTEXT = (
     "It crosses the bay in three arches of grey granite."
 )
 QUESTION = "Who designed the Verrin Bay Bridge?"
+PAGE = Path(__file__).parents[1] / "qa_finetune" / "serving" / "web" / "index.html"
+HARNESS = Path(__file__).parent / "page_harness.js"
 
 
-@pytest.mark.slow
-def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) -> None:
+def run_page_script(tmp_path: Path, scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    """Click Ask once per reply; the page's state after each (see page_harness.js)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs Node.js")
+    (tmp_path / "scenario.json").write_text(json.dumps(scenario), encoding="utf-8")
+    done = subprocess.run(
+        [node, str(HARNESS), str(PAGE), str(tmp_path / "scenario.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return list(json.loads(done.stdout))
+
+
+def test_the_page_scrolls_to_the_answer_and_a_failure_clears_it(tmp_path: Path) -> None:
+    context = "x" * 40 + " Alma Stroud " + "y" * 40
+    answers = [
+        {"answer": "Alma Stroud", "score": 0.75, "start": 41, "end": 52},
+        {"answer": "Alma", "score": 0.25, "start": 41, "end": 45},
+    ]
+    good = {"status": 200, "body": json.dumps({"answers": answers, "took_ms": 12.0})}
+    scenario = {
+        "context": context,
+        "markTop": 5000,  # the answer 5000 px down a box 300 px high
+        "replies": [
+            good,
+            {"status": 422, "body": json.dumps({"error": "question: must\nnot be empty"})},
+            good,
+            {"status": 502, "statusText": "Bad Gateway", "body": "<html>proxy error</html>"},
+            good,
+            {"network": True},
+        ],
+    }
+    states = run_page_script(tmp_path, scenario)
+    answered = {
+        "display": "block",
+        "highlighted": context,
+        "mark": "Alma Stroud",
+        # Centred in the box: 5000 - (300 - 20) / 2, with the box shown before it scrolled.
+        "scrollTop": 4860,
+        "boxScrolled": True,
+        "shownWhenScrolled": "block",
+        "others": 2,
+        "answer": "Alma Stroud",
+        "score": "0.750",
+        "error": "",
+    }
+    cleared = {
+        "display": "none",
+        "highlighted": "",
+        "mark": None,
+        "others": 0,
+        "answer": "",
+        "score": "",
+    }
+    assert states[0] == answered
+    errors = [
+        "question: must not be empty",
+        "HTTP 502 Bad Gateway",
+        "cannot reach the server (Failed to fetch)",
+    ]
+    for state, error in zip(states[1::2], errors, strict=True):
+        assert {key: state[key] for key in cleared} == cleared
+        assert state["error"] == error
+    assert states[2] == states[4] == answered  # the next answer shows again, error gone
+
+
+def open_chromium(tmp_path: Path) -> Any:
+    """A headless Chromium driven by chromedriver (skips without them)."""
     webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
-
     browser = shutil.which("chromium")
     if browser is None or not Path(CHROMEDRIVER).is_file():
         pytest.skip("needs Debian's chromium and chromium-driver")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = start_server(tiny_model_dir, port)
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for flag in (
@@ -46,15 +114,28 @@ def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) ->
         f"--user-data-dir={tmp_path / 'chromium-profile'}",
     ):
         options.add_argument(flag)
+    return webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options
+    )
+
+
+@pytest.mark.slow
+def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(tiny_model_dir, port)
     driver = None
     try:
         wait_ready(base, server)
         _, expected = post(
             f"{base}/v1/answer", {"question": QUESTION, "context": CONTEXT, "top_k": 5}
         )
-        driver = webdriver.Chrome(
-            service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options
-        )
+        driver = open_chromium(tmp_path)
         driver.get(f"{base}/")
         driver.find_element(By.ID, "context").send_keys(CONTEXT)
         driver.find_element(By.ID, "question").send_keys(QUESTION)
@@ -86,6 +167,71 @@ def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) ->
         )
         assert path.text.replace("\u200b", "") == "/v1/answer:batch"
         driver.save_screenshot(str(tmp_path / "docs.png"))
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
+    assert server.returncode == 0
+
+
+# Blank lines carry no tokens: every candidate answer lies in the text at the bottom.
+LONG_CONTEXT = "\n" * 300 + CONTEXT
+# Where the mark is drawn, against its scrolling box and the window.
+GEOMETRY = """
+const box = document.getElementById('highlighted').getBoundingClientRect();
+const mark = document.getElementById('answer-mark').getBoundingClientRect();
+return {scrollTop: document.getElementById('highlighted').scrollTop,
+        markTop: mark.top, markBottom: mark.bottom, boxTop: box.top, boxBottom: box.bottom,
+        windowHeight: window.innerHeight};
+"""
+
+
+@pytest.mark.slow
+def test_the_page_scrolls_to_the_answer_and_clears_it_on_failure(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(tiny_model_dir, port)
+    driver = None
+    try:
+        wait_ready(base, server)
+        _, expected = post(f"{base}/v1/answer", {"question": QUESTION, "context": LONG_CONTEXT})
+        best = expected["answers"][0]
+        assert best["start"] >= 300  # in the text below the blank lines
+        driver = open_chromium(tmp_path)
+        driver.get(f"{base}/")
+        set_value = "document.getElementById(arguments[0]).value = arguments[1]"
+        driver.execute_script(set_value, "context", LONG_CONTEXT)
+        driver.execute_script(set_value, "question", QUESTION)
+        driver.find_element(By.ID, "ask").click()
+        mark = WebDriverWait(driver, 60).until(
+            expected_conditions.presence_of_element_located((By.ID, "answer-mark"))
+        )
+        assert mark.get_attribute("textContent") == best["answer"]
+        seen = driver.execute_script(GEOMETRY)
+        assert seen["scrollTop"] > 0
+        assert seen["boxTop"] <= seen["markTop"] < seen["markBottom"] <= seen["boxBottom"]
+        # The box in the window (to the pixel: positions are fractional, innerHeight is not).
+        assert seen["boxTop"] >= 0 and seen["boxBottom"] <= seen["windowHeight"] + 1
+        driver.save_screenshot(str(tmp_path / "scrolled.png"))
+        # A failing request: the earlier answer and its highlight go, its error shows.
+        driver.execute_script(set_value, "question", "   ")
+        driver.find_element(By.ID, "ask").click()
+        WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "error").text != "")
+        assert (
+            driver.find_element(By.ID, "error").text == "question: Value error, must not be empty"
+        )
+        assert not driver.find_element(By.ID, "result").is_displayed()
+        assert driver.find_elements(By.ID, "answer-mark") == []
+        assert driver.find_elements(By.CSS_SELECTOR, "#others li") == []
+        assert driver.find_element(By.ID, "answer").get_attribute("textContent") == ""
     finally:
         if driver is not None:
             driver.quit()

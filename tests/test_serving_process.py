@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,53 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tiny_model_dir: Pat
             process.communicate()
 
 
+def test_the_server_says_ready_and_logs_each_request_once(tiny_model_dir: Path) -> None:
+    """What a deployer sees: a Ready line with the URL, one access line per request with its
+    id, the id echoed, no 404 for the browser's favicon request."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = start_server(tiny_model_dir, port, "--access-log")
+    try:
+        wait_ready(base, process)
+        request = urllib.request.Request(
+            f"{base}/v1/answer",
+            json.dumps({"question": QUESTION, "context": CONTEXT}).encode(),
+            {"Content-Type": "application/json", "X-Request-ID": "deploy-check-1"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert response.headers["X-Request-ID"] == "deploy-check-1"
+            assert json.loads(response.read())["request_id"] == "deploy-check-1"
+        assert get(f"{base}/favicon.ico") == (204, "")
+        model = json.loads(get(f"{base}/v1/model")[1])
+        assert (model["model"], model["backend"]) == (tiny_model_dir.name, "tf")
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output
+    lines = output.splitlines()
+    ready = [n for n, line in enumerate(lines) if "Ready:" in line]
+    assert len(ready) == 1, output
+    assert re.fullmatch(
+        rf"INFO: +Ready: {re.escape(base)} \(model {re.escape(tiny_model_dir.name)}, backend tf\)",
+        lines[ready[0]],
+    )
+    listening = next(n for n, line in enumerate(lines) if "Uvicorn running on" in line)
+    assert listening < ready[0]
+    answered = [line for line in lines if "deploy-check-1" in line]
+    assert len(answered) == 1, output
+    assert re.fullmatch(
+        r'INFO: +127\.0\.0\.1:\d+ "POST /v1/answer" 200 \d+\.\d ms request_id=deploy-check-1',
+        answered[0],
+    )
+    assert len([line for line in lines if '"GET /favicon.ico" 204' in line]) == 1
+    assert " 404 " not in output
+    # uvicorn's own access lines are off: the app's are the only ones.
+    assert '"POST /v1/answer HTTP/1.1"' not in output
+
+
 def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "fastapi", None)  # import fastapi now raises ImportError
     result = CliRunner().invoke(app, ["serve", "some-model"])
@@ -76,6 +125,12 @@ def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> No
         (["--max-context-chars", "0"], "--max-context-chars must be at least 1, got 0"),
         (["--workers", "0"], "--workers must be at least 1, got 0"),
         (["--port", "70000"], "--port must be 1 to 65535, got 70000"),
+        (["--max-queue", "-1"], "--max-queue must be 0 (no bound) or more, got -1"),
+        (
+            ["--cors-origin", "http://localhost:3000", "--cors-origin", "localhost:3000"],
+            "--cors-origin must be * or an origin such as https://app.example.com (scheme and "
+            "host, optional port, no path), got 'localhost:3000'",
+        ),
     ],
 )
 def test_bad_options_fail_before_the_model_loads(
@@ -110,8 +165,6 @@ def test_two_workers_share_the_port_answer_alike_and_stop_on_sigterm(
     tiny_model_dir: Path,
 ) -> None:
     """`--workers 2`: two processes, each with its own model, behind one port."""
-    import json
-
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     process = start_server(tiny_model_dir, port, "--workers", "2")
@@ -137,6 +190,11 @@ def test_two_workers_share_the_port_answer_alike_and_stop_on_sigterm(
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=120)
         assert process.returncode == 0, output
+        # Each worker says it is ready once its model is loaded (the parent listens already).
+        ready = re.findall(
+            rf"Ready: {re.escape(base)} \(model .+, backend tf\) \[worker (\d+)\]", output
+        )
+        assert {int(pid) for pid in ready} == pids
     finally:
         if process.poll() is None:
             process.kill()

@@ -48,6 +48,21 @@ FeedbackFileOption = Annotated[
     Path | None,
     typer.Option(help="Record answer verdicts (POST /v1/feedback) in this JSON Lines file."),
 ]
+MaxQueueOption = Annotated[
+    int,
+    typer.Option(
+        help="Answer requests in progress at once; more get HTTP 503 with Retry-After at once "
+        "(0: no bound)."
+    ),
+]
+CorsOriginsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="ORIGIN",
+        help="An origin whose pages may call the API from a browser, e.g. "
+        "https://app.example.com (repeatable; * for any). None by default.",
+    ),
+]
 
 
 @friendly_errors
@@ -67,6 +82,8 @@ def serve(
     max_connections: MaxConnectionsOption = 1000,
     feedback_file: FeedbackFileOption = None,
     quantized: QuantizedOption = False,
+    max_queue: MaxQueueOption = 256,
+    cors_origin: CorsOriginsOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
@@ -94,6 +111,8 @@ def serve(
             max_connections=max_connections,
             feedback_file=feedback_file,
             quantized=quantized,
+            max_queue=max_queue,
+            cors_origins=tuple(cors_origin or ()),
         )
 
 

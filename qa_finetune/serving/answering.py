@@ -1,7 +1,8 @@
 """One HTTP request's way through the service: window, queue, wait, within its limits.
 
 A request's windows are counted against ``max_windows_per_request`` before any reaches the
-model (413 over it); it is answered within ``request_timeout`` seconds (504 after); and when
+model (413 over it); it is refused at once (503) while ``max_queue`` requests are being
+answered; it is answered within ``request_timeout`` seconds (504 after); and when
 its client goes away first (499) or its deadline passes, its queued work is cancelled, so
 the batcher skips the windows not yet run instead of spending the model on nobody.
 """
@@ -20,9 +21,11 @@ from starlette.concurrency import run_in_threadpool
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.serving.batcher import BatcherClosed
 from qa_finetune.serving.schemas import AnswerRequest
-from qa_finetune.serving.service import AnswerService, OverBudget
+from qa_finetune.serving.service import AnswerService, OverBudget, QueueFull
 
 log = logging.getLogger("qa_finetune.serving.command")
+# A full queue drains within a forward pass or two: a second is long enough to come back.
+RETRY_AFTER_SECONDS = 1
 # Not in the HTTP standard: nginx's code for "the client closed the request" (nobody reads it).
 CLIENT_GONE = 499
 
@@ -34,7 +37,21 @@ def error(status: int, message: str) -> JSONResponse:
 async def answer_items(
     service: AnswerService, request: Request, items: list[AnswerRequest]
 ) -> list[list[dict[str, Any]]] | JSONResponse:
-    """Every item's answers, in order, or the one error response for the whole request."""
+    """Every item's answers, in order, or the one error response for the whole request
+    (503 at once, with ``Retry-After``, when ``--max-queue`` requests are being answered)."""
+    try:
+        with service.admitted():
+            return await _within_limits(service, request, items)
+    except QueueFull as exc:
+        busy = error(503, str(exc))
+        busy.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return busy
+
+
+async def _within_limits(
+    service: AnswerService, request: Request, items: list[AnswerRequest]
+) -> list[list[dict[str, Any]]] | JSONResponse:
+    """The answers within the request's deadline, cancelled when its client goes away."""
     futures: list[Future] = []
     work = asyncio.ensure_future(_answer(service, items, futures))
     gone = asyncio.ensure_future(_client_gone(request))

@@ -1,18 +1,21 @@
 """The HTTP API of ``qa-finetune serve`` (FastAPI): answers, health, metrics and a web page.
 
 ``POST /v1/answer`` and ``POST /v1/answer:batch`` answer through the shared
-``AnswerService``; ``/healthz`` says the process is up, ``/readyz`` that the model is loaded
-and warmed, ``/metrics`` speaks Prometheus text, ``/`` is a page to try the model, and
-``/docs`` holds the OpenAPI documentation.
+``AnswerService``; ``GET /v1/model`` describes the model; ``/healthz`` says the process is up,
+``/readyz`` that the model is loaded and warmed, ``/metrics`` speaks Prometheus text, ``/`` is
+a page to try the model, and ``/docs`` holds the OpenAPI documentation. Every response carries
+an ``X-Request-ID``; browsers on other origins are refused unless ``--cors-origin`` names them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib import resources
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Request, Response
@@ -22,20 +25,24 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from qa_finetune.serving.access_log import HEADER, AccessLog, request_id
 from qa_finetune.serving.answering import answer_items, error
 from qa_finetune.serving.feedback import FEEDBACK_ROUTE, add_feedback_route
 from qa_finetune.serving.metrics import ServeMetrics
 from qa_finetune.serving.middleware import BodyGuard, RequestMetrics
+from qa_finetune.serving.model_info import describe_model
 from qa_finetune.serving.schemas import (
     AnswerRequest,
     AnswerResponse,
     BatchResponse,
     ErrorResponse,
+    ModelResponse,
 )
 from qa_finetune.serving.service import AnswerService
 
+log = logging.getLogger(__name__)
 API_ROUTES = ("/v1/answer", "/v1/answer:batch")
-METRIC_ROUTES = (*API_ROUTES, "/", "/healthz", "/readyz")
+METRIC_ROUTES = (*API_ROUTES, "/v1/model", "/", "/healthz", "/readyz")
 
 
 def _field_name(location: tuple[Any, ...]) -> str:
@@ -89,8 +96,12 @@ def _offline_docs(app: FastAPI, files: str) -> None:
         )
 
 
-def create_app(service: AnswerService) -> FastAPI:
-    """The app around a loaded service; the lifespan starts (warms) and stops it."""
+def create_app(service: AnswerService, model_dir: Path | None = None) -> FastAPI:
+    """The app around a loaded service; the lifespan starts (warms) and stops it.
+
+    ``model_dir``: the folder the model was loaded from, whose records give ``/v1/model`` the
+    training step and checkpoint (null without it).
+    """
     metrics = ServeMetrics(lambda: service.batcher.depth, lambda: service.batcher.skipped_windows)
     service.batcher.on_batch = metrics.observe_batch
     page = _page()
@@ -107,16 +118,33 @@ def create_app(service: AnswerService) -> FastAPI:
     if docs_files:
         _offline_docs(app, docs_files)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    # The last added runs first: the metrics see the guard's 413s and 408s too.
-    app.add_middleware(
-        BodyGuard, limits=_body_limits(service), read_timeout=service.settings.read_timeout
-    )
-    app.add_middleware(RequestMetrics, metrics=metrics, routes=METRIC_ROUTES)
+    _add_middleware(app, service, metrics)
+    app.state.model_info = describe_model(service.answerer, service.settings.model_name, model_dir)
     _add_answer_routes(app, service)
     _add_status_routes(app, service, metrics)
     _add_page(app, page)
     add_feedback_route(app, service.settings.feedback_file, service.settings.model_name)
     return app
+
+
+def _add_middleware(app: FastAPI, service: AnswerService, metrics: ServeMetrics) -> None:
+    """The last added runs first: the access log and request ids cover every response (CORS
+    preflights, the guard's 413s and 408s), and the metrics see the guard's answers too."""
+    from fastapi.middleware.cors import CORSMiddleware
+
+    settings = service.settings
+    app.add_middleware(BodyGuard, limits=_body_limits(service), read_timeout=settings.read_timeout)
+    app.add_middleware(RequestMetrics, metrics=metrics, routes=METRIC_ROUTES)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", HEADER],
+            expose_headers=[HEADER, "Retry-After"],
+            max_age=600,
+        )
+    app.add_middleware(AccessLog, enabled=settings.access_log)
 
 
 def _lifespan(service: AnswerService) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -125,6 +153,9 @@ def _lifespan(service: AnswerService) -> Callable[[FastAPI], AbstractAsyncContex
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.start()
+        line = getattr(app.state, "ready_line", None)
+        if line:  # a --workers process: the socket listens already (single: command.py)
+            log.info(line)
         yield
         # In-flight requests are done by now (the server waits for them); stop the worker.
         await run_in_threadpool(service.close)
@@ -161,6 +192,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     408: {"model": ErrorResponse, "description": "The body did not arrive in time."},
     413: {"model": ErrorResponse, "description": "A body, context or window count over a limit."},
     422: {"model": ErrorResponse, "description": "Malformed or incomplete request."},
+    503: {"model": ErrorResponse, "description": "Busy (--max-queue): retry after Retry-After."},
     504: {"model": ErrorResponse, "description": "Not answered within the request timeout."},
 }
 
@@ -180,7 +212,12 @@ def _add_answer_routes(app: FastAPI, service: AnswerService) -> None:
         if isinstance(result, JSONResponse):
             return result
         took = (time.perf_counter() - began) * 1000
-        return {"answers": result[0], "model": settings.model_name, "took_ms": round(took, 3)}
+        return {
+            "answers": result[0],
+            "model": settings.model_name,
+            "took_ms": round(took, 3),
+            "request_id": request_id(request),
+        }
 
     @app.post("/v1/answer:batch", response_model=BatchResponse, responses=ERROR_RESPONSES)
     async def answer_batch(items: Annotated[list[AnswerRequest], Body()], request: Request) -> Any:
@@ -203,6 +240,7 @@ def _add_answer_routes(app: FastAPI, service: AnswerService) -> None:
             "results": [{"answers": answers} for answers in result],
             "model": settings.model_name,
             "took_ms": round(took, 3),
+            "request_id": request_id(request),
         }
 
 
@@ -224,14 +262,23 @@ def _add_status_routes(app: FastAPI, service: AnswerService, metrics: ServeMetri
             return JSONResponse({"status": "failed", "error": service.warm_error}, 503)
         return JSONResponse({"status": "warming"}, 503)
 
+    @app.get("/v1/model", response_model=ModelResponse)
+    async def model() -> Any:
+        """The model being served: its step and checkpoint, runtime and answer settings."""
+        return app.state.model_info
+
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 def _add_page(app: FastAPI, page: str) -> None:
-    """``/``: the page to try the model."""
+    """``/``: the page to try the model; ``/favicon.ico``: nothing, without a 404 per visit."""
 
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(status_code=204, headers={"Cache-Control": "max-age=86400"})

@@ -5,6 +5,8 @@ micro-batcher and exit 0; SIGTERM while the model still loads exits 0 too. With
 ``--workers N`` each worker process loads its own model from settings passed in the
 environment. Connections are bounded: ``--max-connections``, ``--read-timeout`` for a
 request's headers and then its body, and idle keep-alive connections closed after 5 s.
+The library's log lines (``Ready: URL ...`` once the server listens, one access line per
+request) are shown in uvicorn's format, beside its own.
 """
 
 from __future__ import annotations
@@ -128,13 +130,14 @@ def build_app(reference: str, backend: str, settings: Any, quantized: bool = Fal
     """Load the model and wrap it in the app (what each worker process does)."""
     from dataclasses import replace
 
+    from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.service import AnswerService
 
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
     settings = replace(settings, max_batch=answerer.settings.batch_size)
     log.info("serving with --max-batch %d", settings.max_batch)
-    return create_app(AnswerService(answerer, settings))
+    return create_app(AnswerService(answerer, settings), resolve_model_dir(reference))
 
 
 def app_from_environment() -> Any:
@@ -142,8 +145,22 @@ def app_from_environment() -> Any:
     from qa_finetune.serving.service import ServeSettings
 
     raw = json.loads(os.environ[_ENV])
+    url = raw.pop("url")
+    raw["cors_origins"] = tuple(raw["cors_origins"])
     reference, backend, quantized = raw.pop("reference"), raw.pop("backend"), raw.pop("quantized")
-    return build_app(reference, backend, ServeSettings(**raw), quantized)
+    app = build_app(reference, backend, ServeSettings(**raw), quantized)
+    # The parent listens already: a worker is ready once its lifespan has started.
+    app.state.ready_line = f"{ready_line(url, app.state.model_info)} [worker {os.getpid()}]"
+    return app
+
+
+def ready_line(url: str, info: dict[str, Any]) -> str:
+    """The line that tells a deployer the server answers, and what."""
+    return f"Ready: {url} (model {info['model']}, backend {info['backend']})"
+
+
+def server_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def serve(
@@ -162,11 +179,12 @@ def serve(
     max_connections: int = 1000,
     feedback_file: Path | None = None,
     quantized: bool = False,
+    max_queue: int = 256,
+    cors_origins: tuple[str, ...] = (),
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized`` serves the folder's int8 ONNX model."""
     require_serve_extra()
-    import uvicorn
 
     from qa_finetune.serving.service import ServeSettings, check_settings
 
@@ -179,6 +197,9 @@ def serve(
         request_timeout=request_timeout,
         read_timeout=read_timeout,
         feedback_file=_feedback_file(feedback_file),
+        max_queue=max_queue,
+        cors_origins=tuple(cors_origins),
+        access_log=access_log,
     )
     try:
         check_settings(settings)
@@ -191,17 +212,9 @@ def serve(
     _check_backend(backend)
     _check_port(host, port)
     _check_model(reference, backend, quantized)
-    options = _uvicorn_options(host, port, access_log, read_timeout, max_connections)
+    options = _uvicorn_options(host, port, read_timeout, max_connections)
     if workers > 1:
-        os.environ[_ENV] = json.dumps(
-            {"reference": reference, "backend": backend, "quantized": quantized} | asdict(settings)
-        )
-        uvicorn.run(
-            "qa_finetune.serving.command:app_from_environment",
-            factory=True,
-            workers=workers,
-            **options,
-        )
+        _run_workers(reference, backend, settings, workers, options, quantized)
         return
     _run_until_stopped(build_app(reference, backend, settings, quantized), options)
 
@@ -217,8 +230,37 @@ def _check_model(reference: str, backend: str, quantized: bool) -> None:
         choose_backend(model_dir, backend, quantized)
 
 
+def _run_workers(
+    reference: str,
+    backend: str,
+    settings: Any,
+    workers: int,
+    options: dict[str, Any],
+    quantized: bool = False,
+) -> None:
+    """uvicorn's ``workers`` processes, each building its app from the environment."""
+    import uvicorn
+
+    url = server_url(options["host"], options["port"])
+    os.environ[_ENV] = json.dumps(
+        {
+            "reference": reference,
+            "backend": backend,
+            "quantized": quantized,
+            "url": url,
+            **asdict(settings),
+        }
+    )
+    uvicorn.run(
+        "qa_finetune.serving.command:app_from_environment",
+        factory=True,
+        workers=workers,
+        **options,
+    )
+
+
 def _uvicorn_options(
-    host: str, port: int, access_log: bool, read_timeout: float, max_connections: int
+    host: str, port: int, read_timeout: float, max_connections: int
 ) -> dict[str, Any]:
     """uvicorn's settings: the address, logging, and the bounds on connections."""
     from qa_finetune.serving.protocol import HeaderTimeoutH11Protocol
@@ -226,7 +268,9 @@ def _uvicorn_options(
     return {
         "host": host,
         "port": port,
-        "access_log": access_log,
+        # The app logs each request itself (serving/access_log.py), with its request id.
+        "access_log": False,
+        "log_config": _log_config(),
         "log_level": "info",
         "lifespan": "on",
         # A partial of a module-level class: picklable for the --workers processes.
@@ -238,11 +282,49 @@ def _uvicorn_options(
     }
 
 
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging, plus the ``qa_finetune`` loggers in its format: the access lines on
+    stdout (where uvicorn's own went), the rest on stderr beside uvicorn's lines."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["qa_access"] = {
+        "formatter": "default",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stdout",
+    }
+    config["loggers"]["qa_finetune"] = {"handlers": ["default"], "level": "INFO"}
+    config["loggers"]["qa_finetune"]["propagate"] = False
+    config["loggers"]["qa_finetune.serving.access"] = {
+        "handlers": ["qa_access"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
+
+
+def _ready_server(line: str) -> Any:
+    """A ``uvicorn.Server`` class that logs ``line`` once it listens."""
+    import uvicorn
+
+    class ReadyServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                log.info(line)
+
+    return ReadyServer
+
+
 def _run_until_stopped(app: Any, options: dict[str, Any]) -> None:
     """Serve ``app`` in this process until SIGTERM/Ctrl-C; a failed start is an error."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, **options))
+    url = server_url(options["host"], options["port"])
+    server_class = _ready_server(ready_line(url, app.state.model_info))
+    server = server_class(uvicorn.Config(app, **options))
     # uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the
     # default action (death by signal, exit status 143). A handler that does nothing turns
     # that second delivery into a normal exit 0: the service stopped as it was asked to.

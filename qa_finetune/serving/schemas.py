@@ -40,10 +40,14 @@ class Answer(BaseModel):
     end: int = Field(description="Character offset just past the answer.")
 
 
+REQUEST_ID = "The request's id, as in the X-Request-ID response header."
+
+
 class AnswerResponse(BaseModel):
     answers: list[Answer] = Field(description="Best first.")
     model: str
     took_ms: float
+    request_id: str = Field(description=REQUEST_ID)
 
 
 class BatchItem(BaseModel):
@@ -54,6 +58,24 @@ class BatchResponse(BaseModel):
     results: list[BatchItem] = Field(description="One per request, in order.")
     model: str
     took_ms: float
+    request_id: str = Field(description=REQUEST_ID)
+
+
+class ModelResponse(BaseModel):
+    """The model being served and the settings it answers with."""
+
+    model: str = Field(description="The run's or model folder's name, else the reference.")
+    step: int | None = Field(description="Training step of the weights; null if not recorded.")
+    checkpoint: str | None = Field(
+        description='"best" (best validation) or "latest" (last step); null if not recorded.'
+    )
+    backend: str = Field(description="What computes the logits: tf or onnx.")
+    max_length: int = Field(description="Tokens per window.")
+    stride: int = Field(description="Tokens shared by consecutive windows of a long context.")
+    n_best: int = Field(description="Candidate spans ranked per question.")
+    max_answer_length: int = Field(description="Longest answer, in tokens.")
+    no_answer_threshold: float = Field(description="SQuAD v2: the no-answer margin.")
+    version: str = Field(description="The qa-finetune package version.")
 
 
 class ErrorResponse(BaseModel):

@@ -9,15 +9,20 @@ No web framework here.
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
+
+# What a browser sends as ``Origin``: scheme://host[:port], no path, no trailing slash.
+_ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
 
 WARM_QUESTION = "Who designed the bridge?"
 WARM_CONTEXT = "The bridge was designed by Alma Stroud and opened in 1931."
@@ -40,6 +45,11 @@ class ServeSettings:
     request_timeout: float = 60.0  # seconds from the body read to the answer
     read_timeout: float = 30.0  # seconds to send the headers, then the whole body
     feedback_file: str | None = None  # JSON Lines of verdicts (POST /v1/feedback); None: off
+    # Answer requests being answered at once; one more is refused (503) rather than queued
+    # behind work it would wait out its timeout for. 0: no bound.
+    max_queue: int = 256
+    cors_origins: tuple[str, ...] = ()  # origins a browser may call the API from
+    access_log: bool = True  # one log line per request
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -56,6 +66,14 @@ def check_settings(settings: ServeSettings) -> None:
         raise ValueError(
             f"--max-windows-per-request must be at least 1, got {settings.max_windows_per_request}"
         )
+    if settings.max_queue < 0:
+        raise ValueError(f"--max-queue must be 0 (no bound) or more, got {settings.max_queue}")
+    for origin in settings.cors_origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise ValueError(
+                f"--cors-origin must be * or an origin such as https://app.example.com "
+                f"(scheme and host, optional port, no path), got {origin!r}"
+            )
     for flag, seconds in (
         ("--request-timeout", settings.request_timeout),
         ("--read-timeout", settings.read_timeout),
@@ -66,6 +84,10 @@ def check_settings(settings: ServeSettings) -> None:
 
 class OverBudget(QAFinetuneError):
     """A request whose contexts need more windows than one request may use."""
+
+
+class QueueFull(QAFinetuneError):
+    """``max_queue`` requests are already being answered: this one is refused, not queued."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,8 @@ class AnswerService:
         )
         self.ready = threading.Event()
         self.warm_error: str | None = None
+        self.waiting = 0  # requests admitted and not yet answered
+        self._admission = threading.Lock()
 
     def start(self) -> None:
         """Start the batcher and warm the model up in the background (``ready`` is set after)."""
@@ -115,6 +139,24 @@ class AnswerService:
             self.warm_error = f"{type(exc).__name__}: {exc}"
             return
         self.ready.set()
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """Hold a place among the requests being answered for the ``with`` block; raise
+        ``QueueFull`` at once when all ``max_queue`` places are taken."""
+        limit = self.settings.max_queue
+        with self._admission:
+            if limit and self.waiting >= limit:
+                raise QueueFull(
+                    f"the server is busy: {self.waiting} requests are being answered, its "
+                    f"limit (--max-queue {limit}); retry shortly"
+                )
+            self.waiting += 1
+        try:
+            yield
+        finally:
+            with self._admission:
+                self.waiting -= 1
 
     def submit(
         self, question: str, context: str, top_k: int = 1, allow_no_answer: bool = False
