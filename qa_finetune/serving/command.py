@@ -19,14 +19,18 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.serving.uvicorn_config import (
+    ready_line,
+    ready_server,
+    server_url,
+    uvicorn_options,
+)
 
 _ENV = "QA_FINETUNE_SERVE"
-KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection is closed after this
 # --max-batch when it is not given and measuring the forward cost is turned off.
 UNMEASURED_MAX_BATCH = 32
 log = logging.getLogger("qa_finetune.serving.command")
@@ -154,15 +158,6 @@ def app_from_environment() -> Any:
     return app
 
 
-def ready_line(url: str, info: dict[str, Any]) -> str:
-    """The line that tells a deployer the server answers, and what."""
-    return f"Ready: {url} (model {info['model']}, backend {info['backend']})"
-
-
-def server_url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
 def serve(
     reference: str,
     host: str = "127.0.0.1",
@@ -212,7 +207,7 @@ def serve(
     _check_backend(backend)
     _check_port(host, port)
     _check_model(reference, backend, quantized)
-    options = _uvicorn_options(host, port, read_timeout, max_connections)
+    options = uvicorn_options(host, port, read_timeout, max_connections)
     if workers > 1:
         _run_workers(reference, backend, settings, workers, options, quantized)
         return
@@ -259,71 +254,12 @@ def _run_workers(
     )
 
 
-def _uvicorn_options(
-    host: str, port: int, read_timeout: float, max_connections: int
-) -> dict[str, Any]:
-    """uvicorn's settings: the address, logging, and the bounds on connections."""
-    from qa_finetune.serving.protocol import HeaderTimeoutH11Protocol
-
-    return {
-        "host": host,
-        "port": port,
-        # The app logs each request itself (serving/access_log.py), with its request id.
-        "access_log": False,
-        "log_config": _log_config(),
-        "log_level": "info",
-        "lifespan": "on",
-        # A partial of a module-level class: picklable for the --workers processes.
-        "http": partial(HeaderTimeoutH11Protocol, header_timeout=read_timeout),
-        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
-        # A request that arrives while more connections (its own counted) or requests are
-        # open is answered 503 by uvicorn.
-        "limit_concurrency": max_connections + 1,
-    }
-
-
-def _log_config() -> dict[str, Any]:
-    """uvicorn's logging, plus the ``qa_finetune`` loggers in its format: the access lines on
-    stdout (where uvicorn's own went), the rest on stderr beside uvicorn's lines."""
-    import copy
-
-    from uvicorn.config import LOGGING_CONFIG
-
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config["handlers"]["qa_access"] = {
-        "formatter": "default",
-        "class": "logging.StreamHandler",
-        "stream": "ext://sys.stdout",
-    }
-    config["loggers"]["qa_finetune"] = {"handlers": ["default"], "level": "INFO"}
-    config["loggers"]["qa_finetune"]["propagate"] = False
-    config["loggers"]["qa_finetune.serving.access"] = {
-        "handlers": ["qa_access"],
-        "level": "INFO",
-        "propagate": False,
-    }
-    return config
-
-
-def _ready_server(line: str) -> Any:
-    """A ``uvicorn.Server`` class that logs ``line`` once it listens."""
-    import uvicorn
-
-    class ReadyServer(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            if self.started:
-                log.info(line)
-
-    return ReadyServer
-
-
 def _run_until_stopped(app: Any, options: dict[str, Any]) -> None:
     """Serve ``app`` in this process until SIGTERM/Ctrl-C; a failed start is an error."""
     import uvicorn
 
     url = server_url(options["host"], options["port"])
-    server_class = _ready_server(ready_line(url, app.state.model_info))
+    server_class = ready_server(ready_line(url, app.state.model_info))
     server = server_class(uvicorn.Config(app, **options))
     # uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the
     # default action (death by signal, exit status 143). A handler that does nothing turns
