@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from qa_finetune.config import InferenceConfig
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 
@@ -24,8 +26,15 @@ def _client(feedback_file: Path | None) -> TestClient:
         max_context_chars=1000,
         feedback_file=str(feedback_file) if feedback_file else None,
     )
-    # The lifespan is not entered: no warm-up, no batcher thread; feedback never answers.
-    return TestClient(create_app(AnswerService(None, settings, forward=lambda _: None)))  # type: ignore[arg-type]
+    # The lifespan is not entered: no warm-up, no batcher thread; feedback never answers, so
+    # the answerer only has to describe itself (GET /v1/model).
+    answerer = SimpleNamespace(
+        backend="tf",
+        spec=SimpleNamespace(max_length=128, stride=32),
+        settings=InferenceConfig(),
+    )
+    service = AnswerService(answerer, settings, forward=lambda _: None)  # type: ignore[arg-type]
+    return TestClient(create_app(service))
 
 
 def _span(text: str) -> dict[str, Any]:
