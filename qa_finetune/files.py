@@ -94,6 +94,38 @@ def write_text_atomic(path: Path, text: str) -> None:
     temporary.replace(path)
 
 
+def fsync_folder(folder: Path) -> None:
+    """Make a rename inside ``folder`` durable (a no-op where folders cannot be opened)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def write_bytes_durably(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` so that a reader or a kill never sees half a file and a
+    finished write survives a power cut: written to a hidden temporary file beside it made
+    with exclusive creation (a file of the user's of that name is never opened), fsync'd,
+    renamed, the folder fsync'd. Only that temporary file is ever removed."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "xb") as handle:
+        try:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    fsync_folder(path.parent)
+
+
 def umask() -> int:
     """The process umask, read without changing it where Linux shows it (``os.umask`` can
     only be read by setting it, which other threads creating files would see)."""

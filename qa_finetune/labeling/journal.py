@@ -18,22 +18,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import write_bytes_durably
 
 log = logging.getLogger("qa_finetune.labeling.journal")
 
 
 class JournalError(QAFinetuneError):
     """The journal cannot be read, written or locked."""
-
-
-def fsync_folder(folder: Path) -> None:
-    """Make a rename inside ``folder`` durable (a no-op where folders cannot be opened)."""
-    with contextlib.suppress(OSError):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -127,14 +118,7 @@ class Journal:
     def rewrite(self, records: Iterable[dict[str, Any]]) -> None:
         """Compaction: replace the journal by ``records`` at once (written beside, fsync'd,
         renamed), keeping the lock on the new file."""
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
-            for record in records:
-                handle.write(encode(record))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
-        fsync_folder(self.path.parent)
+        write_bytes_durably(self.path, b"".join(encode(record) for record in records))
         if self._handle is not None:
             self._handle.close()
             self._handle = open(self.path, "ab")  # noqa: SIM115 (the new file, from now on)

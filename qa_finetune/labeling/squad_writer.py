@@ -8,13 +8,12 @@ some question is unanswerable, as SQuAD v2 does; the file then says version ``v2
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.files import write_bytes_durably
 from qa_finetune.labeling.documents import Document
-from qa_finetune.labeling.journal import fsync_folder
 
 QUESTION_FIELDS = ("id", "question", "answers")
 
@@ -45,15 +44,5 @@ def squad_payload(documents: Iterable[Document], questions: Iterable[dict[str, A
 
 def write_squad(path: Path, payload: dict[str, Any]) -> None:
     """Write beside ``path``, fsync and rename: a reader (or a kill) never sees half a file."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     text = json.dumps(payload, ensure_ascii=False, indent=1) + "\n"
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    fsync_folder(path.parent)
+    write_bytes_durably(Path(path), text.encode("utf-8"))

@@ -1,0 +1,57 @@
+"""``files.write_bytes_durably`` (the labeling output and its journal compaction): it replaces
+only its target, never opens or removes a file of the user's, and a failed write leaves the
+target and everything beside it as they were."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from qa_finetune.files import write_bytes_durably
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def _users_files(folder: Path) -> None:
+    for name in ("out.json.tmp", ".out.json.tmp", "out.json.old", "other.json"):
+        (folder / name).write_bytes(b"the user's " + name.encode())
+    (folder / "run").mkdir()
+    (folder / "run" / "config.yaml").write_bytes(b"a run")
+
+
+def test_only_the_target_changes(tmp_path: Path) -> None:
+    _users_files(tmp_path)
+    target = tmp_path / "out.json"
+    target.write_bytes(b"old")
+    before = _tree(tmp_path)
+    write_bytes_durably(target, b"new")
+    after = _tree(tmp_path)
+    assert after.pop("out.json") == b"new"
+    before.pop("out.json")
+    assert after == before
+
+
+def test_a_file_of_the_temporary_name_is_refused_not_overwritten(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_bytes(b"old")
+    mine = tmp_path / f".out.json.{os.getpid()}.tmp"
+    mine.write_bytes(b"the user's")
+    with pytest.raises(FileExistsError):
+        write_bytes_durably(target, b"new")
+    assert mine.read_bytes() == b"the user's" and target.read_bytes() == b"old"
+
+
+def test_a_failed_rename_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
+    _users_files(tmp_path)
+    target = tmp_path / "run"  # a folder: the rename fails
+    before = _tree(tmp_path)
+    with pytest.raises(OSError):
+        write_bytes_durably(target, b"new")
+    assert _tree(tmp_path) == before
