@@ -12,8 +12,9 @@ import pytest
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-def chromium(tmp_path: Path) -> Any:
-    """A headless Chromium driver (skips the test without selenium or Debian's chromium)."""
+def chromium(tmp_path: Path, width: int = 1200) -> Any:
+    """A headless Chromium driver, ``width`` x 900 (skips the test without selenium or Debian's
+    chromium)."""
     webdriver = pytest.importorskip("selenium.webdriver")
     browser = shutil.which("chromium")
     if browser is None or not Path(CHROMEDRIVER).is_file():
@@ -29,7 +30,7 @@ def chromium(tmp_path: Path) -> Any:
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        "--window-size=1200,900",
+        f"--window-size={width},900",
         f"--user-data-dir={tmp_path / 'chromium-profile'}",
     ):
         options.add_argument(flag)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import chromium
 from serve_helpers import free_port, post, start_server, wait_ready
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
 CONTEXT = (
     "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931.\n"
     "It crosses the bay in three arches of grey granite."
@@ -93,32 +93,6 @@ def test_the_page_scrolls_to_the_answer_and_a_failure_clears_it(tmp_path: Path) 
     assert states[2] == states[4] == answered  # the next answer shows again, error gone
 
 
-def open_chromium(tmp_path: Path) -> Any:
-    """A headless Chromium driven by chromedriver (skips without them)."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    browser = shutil.which("chromium")
-    if browser is None or not Path(CHROMEDRIVER).is_file():
-        pytest.skip("needs Debian's chromium and chromium-driver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1100,900",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(
-        service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options
-    )
-
-
 @pytest.mark.slow
 def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("selenium.webdriver")
@@ -135,7 +109,7 @@ def test_the_page_highlights_the_answer(tiny_model_dir: Path, tmp_path: Path) ->
         _, expected = post(
             f"{base}/v1/answer", {"question": QUESTION, "context": CONTEXT, "top_k": 5}
         )
-        driver = open_chromium(tmp_path)
+        driver = chromium(tmp_path, width=1100)
         driver.get(f"{base}/")
         driver.find_element(By.ID, "context").send_keys(CONTEXT)
         driver.find_element(By.ID, "question").send_keys(QUESTION)
@@ -205,7 +179,7 @@ def test_the_page_scrolls_to_the_answer_and_clears_it_on_failure(
         _, expected = post(f"{base}/v1/answer", {"question": QUESTION, "context": LONG_CONTEXT})
         best = expected["answers"][0]
         assert best["start"] >= 300  # in the text below the blank lines
-        driver = open_chromium(tmp_path)
+        driver = chromium(tmp_path, width=1100)
         driver.get(f"{base}/")
         set_value = "document.getElementById(arguments[0]).value = arguments[1]"
         driver.execute_script(set_value, "context", LONG_CONTEXT)
