@@ -335,3 +335,21 @@ def test_the_favicon_is_204_not_404(client: TestClient) -> None:
     assert (response.status_code, response.content) == (204, b"")
     # The page names an empty icon, so browsers need not ask at all.
     assert '<link rel="icon" href="data:,">' in client.get("/").text
+
+
+def test_the_default_wait_counts_arriving_requests_back_to_zero(answerer: QuestionAnswerer) -> None:
+    service = AnswerService(answerer, ServeSettings(model_name="tiny"))
+    assert service.batcher.arriving is not None  # adaptive: waits only for requests on their way
+    assert service.batcher.max_wait == 0.005
+    client = start_client(service)
+    try:
+        ok = client.post("/v1/answer", json={"question": QUESTION, "context": CONTEXT})
+        too_long = client.post(
+            "/v1/answer", json={"question": " ".join(["why"] * 400), "context": CONTEXT}
+        )
+        assert (ok.status_code, too_long.status_code) == (200, 422)
+        assert (service.arriving, service.waiting) == (0, 0)
+    finally:
+        client.__exit__(None, None, None)
+    fixed = AnswerService(answerer, ServeSettings(model_name="tiny", max_wait_ms=20))
+    assert (fixed.batcher.arriving, fixed.batcher.max_wait) == (None, 0.02)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -145,3 +147,28 @@ def test_a_cancelled_job_costs_no_forward_pass() -> None:
 def test_bad_settings_are_refused(max_batch: int, max_wait: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         MicroBatcher(Forward(), max_batch=max_batch, max_wait=max_wait)
+
+
+def test_a_lone_job_does_not_wait_when_nothing_is_arriving() -> None:
+    # max_wait of a minute: a job held for it would time the result out.
+    batcher = MicroBatcher(Forward(), max_batch=8, max_wait=60.0, arriving=lambda: 0).start()
+    assert batcher.submit(job(7, 1), 3, rows_of).result(timeout=10) == [7]
+    batcher.close()
+
+
+def test_a_job_waits_for_one_that_is_arriving_and_they_share_a_pass() -> None:
+    on_its_way = threading.Event()
+    on_its_way.set()
+    forward = Forward()
+    batcher = MicroBatcher(
+        forward, max_batch=8, max_wait=60.0, arriving=lambda: int(on_its_way.is_set())
+    ).start()
+    first = batcher.submit(job(1, 1), 3, rows_of)
+    time.sleep(0.2)  # the worker holds the first job: another request is being windowed
+    assert not first.done()
+    on_its_way.clear()  # it is windowed: it reaches the queue next, and nothing after it
+    second = batcher.submit(job(2, 1), 3, rows_of)
+    assert first.result(timeout=10) == [1]
+    assert second.result(timeout=10) == [2]
+    assert forward.sizes == [2]
+    batcher.close()

@@ -22,7 +22,13 @@ MaxBatchOption = Annotated[
 HostOption = Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
 PortOption = Annotated[int, typer.Option(help="TCP port.")]
 ServeBackendOption = Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")]
-MaxWaitOption = Annotated[float, typer.Option(help="Longest wait for more requests to batch, ms.")]
+MaxWaitOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Longest wait for more requests to batch, ms [default: up to 5, only while "
+        "other requests are arriving]."
+    ),
+]
 MaxContextOption = Annotated[int, typer.Option(help="Longest context accepted (longer: HTTP 413).")]
 WorkersOption = Annotated[int, typer.Option(help="Processes, each with its own model.")]
 AccessLogOption = Annotated[
@@ -72,7 +78,7 @@ def serve(
     port: PortOption = 8000,
     backend: ServeBackendOption = "auto",
     max_batch: MaxBatchOption = None,
-    max_wait_ms: MaxWaitOption = 5.0,
+    max_wait_ms: MaxWaitOption = None,
     max_context_chars: MaxContextOption = 100_000,
     workers: WorkersOption = 1,
     access_log: AccessLogOption = True,

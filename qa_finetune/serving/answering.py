@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.serving.batcher import BatcherClosed
 from qa_finetune.serving.schemas import AnswerRequest
-from qa_finetune.serving.service import AnswerService, OverBudget, QueueFull
+from qa_finetune.serving.service import Admission, AnswerService, OverBudget, QueueFull
 
 log = logging.getLogger("qa_finetune.serving.command")
 # A full queue drains within a forward pass or two: a second is long enough to come back.
@@ -40,8 +40,8 @@ async def answer_items(
     """Every item's answers, in order, or the one error response for the whole request
     (503 at once, with ``Retry-After``, when ``--max-queue`` requests are being answered)."""
     try:
-        with service.admitted():
-            return await _within_limits(service, request, items)
+        with service.admitted() as admission:
+            return await _within_limits(service, request, items, admission)
     except QueueFull as exc:
         busy = error(503, str(exc))
         busy.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
@@ -49,11 +49,11 @@ async def answer_items(
 
 
 async def _within_limits(
-    service: AnswerService, request: Request, items: list[AnswerRequest]
+    service: AnswerService, request: Request, items: list[AnswerRequest], admission: Admission
 ) -> list[list[dict[str, Any]]] | JSONResponse:
     """The answers within the request's deadline, cancelled when its client goes away."""
     futures: list[Future] = []
-    work = asyncio.ensure_future(_answer(service, items, futures))
+    work = asyncio.ensure_future(_answer(service, items, futures, admission))
     gone = asyncio.ensure_future(_client_gone(request))
     timeout = service.settings.request_timeout
     try:
@@ -77,13 +77,19 @@ async def _within_limits(
 
 
 async def _answer(
-    service: AnswerService, items: list[AnswerRequest], futures: list[Future]
+    service: AnswerService,
+    items: list[AnswerRequest],
+    futures: list[Future],
+    admission: Admission,
 ) -> list[list[dict[str, Any]]]:
     """Window every item (in a worker thread), queue them all, wait for their answers."""
     pairs = [(item.question, item.context) for item in items]
-    windowed = await run_in_threadpool(service.window_all, pairs)
-    for item, one in zip(items, windowed, strict=True):
-        futures.append(service.queue(one, item.top_k, item.allow_no_answer))
+    try:
+        windowed = await run_in_threadpool(service.window_all, pairs)
+        for item, one in zip(items, windowed, strict=True):
+            futures.append(service.queue(one, item.top_k, item.allow_no_answer))
+    finally:
+        admission.queued()  # the batcher waits for no more of this request
     return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
 

@@ -2,7 +2,9 @@
 
 Callers window their own request (in their own thread) and ``submit`` the windows with a
 ``decode`` function; one worker thread gathers queued jobs until ``max_batch`` windows are
-waiting or the oldest job has waited ``max_wait`` seconds, runs the shared ``forward`` once
+waiting or the oldest job has waited ``max_wait`` seconds (with ``arriving`` given: only while
+``arriving()`` says more jobs are on their way, so a lone request never waits for company
+that is not coming), runs the shared ``forward`` once
 over all their windows, hands each job its own rows of logits and completes its future.
 A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
 so cancelling its future (the client went away, its deadline passed) drops the parts not yet
@@ -31,6 +33,8 @@ Forward = Callable[[Mapping[str, Sequence[Any]]], tuple[np.ndarray, np.ndarray]]
 Decode = Callable[[np.ndarray, np.ndarray], Any]
 # called after every forward pass with (windows, jobs, seconds)
 BatchHook = Callable[[int, int, float], None]
+# how many jobs are on their way to the queue (requests admitted, not yet submitted)
+Arriving = Callable[[], int]
 
 INPUT_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -119,6 +123,7 @@ class MicroBatcher:
         max_batch: int = 32,
         max_wait: float = 0.005,
         on_batch: BatchHook | None = None,
+        arriving: Arriving | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -128,6 +133,7 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.max_wait = max_wait
         self.on_batch = on_batch
+        self.arriving = arriving
         self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
         self._carry: _Part | None = None  # taken from the queue but left for the next pass
@@ -226,6 +232,8 @@ class MicroBatcher:
         deadline = first.job.queued_at + self.max_wait
         while total < self.max_batch:
             wait = 0.0 if stopping else max(0.0, deadline - time.monotonic())
+            if wait > 0 and self.arriving is not None and self.arriving() == 0:
+                wait = 0.0  # nothing is on its way: take what is queued and go
             part = self._next(timeout=wait if wait > 0 else 0)
             if part is None:
                 break

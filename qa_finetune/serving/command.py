@@ -164,7 +164,7 @@ def serve(
     port: int = 8000,
     backend: str = "auto",
     max_batch: int | None = None,
-    max_wait_ms: float = 5.0,
+    max_wait_ms: float | None = None,
     max_context_chars: int = 100_000,
     workers: int = 1,
     access_log: bool = True,

@@ -24,6 +24,10 @@ from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
 # What a browser sends as ``Origin``: scheme://host[:port], no path, no trailing slash.
 _ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
 
+# The adaptive batching wait's cap: a little under one window's forward pass on a CPU, so
+# requests arriving together share a pass and a lone one is never held up.
+ADAPTIVE_WAIT_MS = 5.0
+
 WARM_QUESTION = "Who designed the bridge?"
 WARM_CONTEXT = "The bridge was designed by Alma Stroud and opened in 1931."
 
@@ -36,7 +40,10 @@ class ServeSettings:
     # Windows per forward pass; None until the model is loaded: then the size measured
     # fastest on this machine (serving/command.build_app).
     max_batch: int | None = 32
-    max_wait_ms: float = 5.0
+    # Longest wait for other requests to share a forward pass. None: at most
+    # ADAPTIVE_WAIT_MS, and only while other admitted requests are still being windowed; a
+    # number: that wait, whether or not anything is coming.
+    max_wait_ms: float | None = None
     max_context_chars: int = 100_000
     max_batch_items: int = 256
     # 100,000 characters of SQuAD's English contexts: 87 windows at max_length 384 and
@@ -56,7 +63,7 @@ def check_settings(settings: ServeSettings) -> None:
     """Raise ``ValueError`` naming the option when a setting is out of range."""
     if settings.max_batch is not None and not 1 <= settings.max_batch <= 4096:
         raise ValueError(f"--max-batch must be 1 to 4096 windows, got {settings.max_batch}")
-    if not 0 <= settings.max_wait_ms <= 60_000:
+    if settings.max_wait_ms is not None and not 0 <= settings.max_wait_ms <= 60_000:
         raise ValueError(f"--max-wait-ms must be 0 to 60000, got {settings.max_wait_ms}")
     if settings.max_context_chars < 1:
         raise ValueError(
@@ -102,6 +109,19 @@ class Windowed:
         return len(self.windows.encoding["input_ids"])
 
 
+class Admission:
+    """One admitted request's place; ``queued()`` says its windows are all in the batcher."""
+
+    def __init__(self, service: AnswerService) -> None:
+        self._service: AnswerService | None = service
+
+    def queued(self) -> None:
+        """Stop counting this request as arriving (idempotent)."""
+        if self._service is not None:
+            self._service._arrived()
+            self._service = None
+
+
 class AnswerService:
     """Submit (question, context) pairs; futures of ranked answers, as ``answer`` returns."""
 
@@ -116,15 +136,18 @@ class AnswerService:
         self.settings = settings
         # The compiled graph from the first pass on: the warm-up pays for tracing it.
         default: Forward = lambda encoding: answerer.predict_windows(encoding, compile=True)  # noqa: E731
+        adaptive = settings.max_wait_ms is None
         self.batcher = MicroBatcher(
             forward or default,
             max_batch=settings.max_batch or answerer.settings.batch_size,
-            max_wait=settings.max_wait_ms / 1000,
+            max_wait=(ADAPTIVE_WAIT_MS if adaptive else settings.max_wait_ms) / 1000,
             on_batch=on_batch,
+            arriving=(lambda: self.arriving) if adaptive else None,
         )
         self.ready = threading.Event()
         self.warm_error: str | None = None
         self.waiting = 0  # requests admitted and not yet answered
+        self.arriving = 0  # requests admitted whose windows are not all queued yet
         self._admission = threading.Lock()
 
     def start(self) -> None:
@@ -141,9 +164,10 @@ class AnswerService:
         self.ready.set()
 
     @contextmanager
-    def admitted(self) -> Iterator[None]:
+    def admitted(self) -> Iterator[Admission]:
         """Hold a place among the requests being answered for the ``with`` block; raise
-        ``QueueFull`` at once when all ``max_queue`` places are taken."""
+        ``QueueFull`` at once when all ``max_queue`` places are taken. The request counts as
+        arriving until it calls ``Admission.queued()`` (or leaves)."""
         limit = self.settings.max_queue
         with self._admission:
             if limit and self.waiting >= limit:
@@ -152,11 +176,18 @@ class AnswerService:
                     f"limit (--max-queue {limit}); retry shortly"
                 )
             self.waiting += 1
+            self.arriving += 1
+        admission = Admission(self)
         try:
-            yield
+            yield admission
         finally:
+            admission.queued()
             with self._admission:
                 self.waiting -= 1
+
+    def _arrived(self) -> None:
+        with self._admission:
+            self.arriving -= 1
 
     def submit(
         self, question: str, context: str, top_k: int = 1, allow_no_answer: bool = False
