@@ -86,10 +86,14 @@ async def _answer(
     pairs = [(item.question, item.context) for item in items]
     try:
         windowed = await run_in_threadpool(service.window_all, pairs)
-        for item, one in zip(items, windowed, strict=True):
+        for number, (item, one) in enumerate(zip(items, windowed, strict=True)):
+            if number == len(items) - 1:
+                # Before the last item is queued: the batcher, woken by it, must not wait for
+                # more of this request.
+                admission.queued()
             futures.append(service.queue(one, item.top_k, item.allow_no_answer))
     finally:
-        admission.queued()  # the batcher waits for no more of this request
+        admission.queued()
     return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
 

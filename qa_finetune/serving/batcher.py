@@ -22,15 +22,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import CancelledError, Future
-from dataclasses import dataclass, field
+from concurrent.futures import CancelledError
 from typing import Any
 
 import numpy as np
 
+from qa_finetune.serving.batch_jobs import Decode, Job, JobFuture, Part
+
 Forward = Callable[[Mapping[str, Sequence[Any]]], tuple[np.ndarray, np.ndarray]]
-# start, end logits of one job's windows [its windows, its longest window] -> the result
-Decode = Callable[[np.ndarray, np.ndarray], Any]
 # called after every forward pass with (windows, jobs, seconds)
 BatchHook = Callable[[int, int, float], None]
 # how many jobs are on their way to the queue (requests admitted, not yet submitted)
@@ -41,74 +40,6 @@ INPUT_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 
 class BatcherClosed(RuntimeError):
     """The batcher is shutting down and takes no new work."""
-
-
-class JobFuture(Future):
-    """A job's future; ``cancel()`` also drops the parts of a running job not yet run."""
-
-    abandoned = False
-
-    def cancel(self) -> bool:
-        self.abandoned = True
-        return super().cancel()
-
-
-# Logit of a position past a part's own windows (as modeling.predict.LOGIT_FILL): never chosen.
-PAD_LOGIT = -1e4
-
-
-@dataclass
-class _Job:
-    encoding: Mapping[str, Sequence[Any]]
-    width: int  # the job's longest window: its logits are cut back to this
-    decode: Decode
-    future: JobFuture = field(default_factory=JobFuture)
-    queued_at: float = field(default_factory=time.monotonic)
-    started: bool = False
-    rows_left: int = 0  # windows whose logits have not come back yet
-    logits: tuple[np.ndarray, np.ndarray] | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.encoding["input_ids"])
-
-    @property
-    def gone(self) -> bool:
-        """Cancelled, or already failed: its remaining parts are not worth a forward pass."""
-        return self.future.abandoned or (self.started and self.future.done())
-
-    def store(self, rows: slice, start: np.ndarray, end: np.ndarray) -> bool:
-        """Keep one part's logits; True when the whole job's logits are in."""
-        if self.logits is None:
-            shape = (self.size, self.width)
-            self.logits = (
-                np.full(shape, PAD_LOGIT, start.dtype),
-                np.full(shape, PAD_LOGIT, end.dtype),
-            )
-        width = min(self.width, start.shape[1])
-        self.logits[0][rows, :width] = start[:, :width]
-        self.logits[1][rows, :width] = end[:, :width]
-        self.rows_left -= rows.stop - rows.start
-        return self.rows_left == 0
-
-
-@dataclass
-class _Part:
-    """Rows ``rows`` of one job's windows: what one queue entry holds."""
-
-    job: _Job
-    rows: slice
-
-    @property
-    def size(self) -> int:
-        return self.rows.stop - self.rows.start
-
-    @property
-    def last(self) -> bool:
-        return self.rows.stop == self.job.size
-
-    def column(self, name: str) -> Sequence[Any]:
-        return self.job.encoding[name][self.rows]
 
 
 _STOP = object()
@@ -136,7 +67,7 @@ class MicroBatcher:
         self.arriving = arriving
         self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
-        self._carry: _Part | None = None  # taken from the queue but left for the next pass
+        self._carry: Part | None = None  # taken from the queue but left for the next pass
         self._closed = False
         self._waiting = 0  # jobs submitted whose last part is not yet in a forward pass
         self._lock = threading.Lock()
@@ -155,12 +86,12 @@ class MicroBatcher:
         self, encoding: Mapping[str, Sequence[Any]], width: int, decode: Decode
     ) -> JobFuture:
         """Queue one job's windows; the future gets ``decode(start, end)`` or its exception."""
-        job = _Job(encoding, width, decode)
+        job = Job(encoding, width, decode)
         if job.size == 0:
             raise ValueError("a job needs at least one window")
         job.rows_left = job.size
         parts = [
-            _Part(job, slice(row, min(row + self.max_batch, job.size)))
+            Part(job, slice(row, min(row + self.max_batch, job.size)))
             for row in range(0, job.size, self.max_batch)
         ]
         with self._lock:
@@ -204,13 +135,13 @@ class MicroBatcher:
                     entry = self._queue.get(timeout=timeout)
                 except queue.Empty:
                     return None
-            if not isinstance(entry, _Part) or not entry.job.gone:
+            if not isinstance(entry, Part) or not entry.job.gone:
                 return entry
             self._skip(entry)
             if entry.last:
                 self._taken(1)
 
-    def _skip(self, part: _Part) -> None:
+    def _skip(self, part: Part) -> None:
         """Drop a part of a cancelled job; a running one's future ends as cancelled."""
         self.skipped_windows += part.size
         future = part.job.future
@@ -221,7 +152,7 @@ class MicroBatcher:
         with self._lock:
             self._waiting -= jobs
 
-    def _gather(self, stopping: bool) -> tuple[list[_Part], bool]:
+    def _gather(self, stopping: bool) -> tuple[list[Part], bool]:
         """The parts of one pass: at least one; more while they fit and the wait allows."""
         first = self._next(timeout=0 if stopping else None)
         if first is None:
@@ -247,7 +178,7 @@ class MicroBatcher:
             total += part.size
         return parts, stopping
 
-    def _run_parts(self, parts: list[_Part]) -> None:
+    def _run_parts(self, parts: list[Part]) -> None:
         """One forward pass for all; if it fails, each part alone, so only the bad job fails."""
         self._taken(sum(part.last for part in parts))
         live = []
@@ -271,7 +202,7 @@ class MicroBatcher:
                 if not part.job.gone:
                     self._forward_and_decode([part])
 
-    def _forward_and_decode(self, parts: list[_Part]) -> None:
+    def _forward_and_decode(self, parts: list[Part]) -> None:
         try:
             columns = [name for name in INPUT_COLUMNS if name in parts[0].job.encoding]
             merged = {
@@ -294,7 +225,7 @@ class MicroBatcher:
             self._deliver(part, start[rows], end[rows])
 
     @staticmethod
-    def _deliver(part: _Part, start: np.ndarray, end: np.ndarray) -> None:
+    def _deliver(part: Part, start: np.ndarray, end: np.ndarray) -> None:
         """Keep a part's logits; decode once the job's last part is in."""
         job = part.job
         if job.gone:
