@@ -7,7 +7,6 @@ loses nothing; starting again on the same ``--output`` continues from the journa
 from __future__ import annotations
 
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,7 @@ def run_label(
     import uvicorn
 
     from qa_finetune.labeling.app import create_label_app
+    from qa_finetune.serving.uvicorn_config import run_until_sigterm
 
     if not 1 <= port <= 65535:
         raise QAFinetuneError(f"--port must be 1 to 65535, got {port}")
@@ -79,12 +79,7 @@ def run_label(
         )
         config = uvicorn.Config(create_label_app(store, proposer), host=host, port=port)
         server = uvicorn.Server(config)
-        # uvicorn stops gracefully on SIGTERM, then raises it again: exit 0 instead.
-        previous = signal.signal(signal.SIGTERM, lambda *_: None)
-        try:
-            server.run()
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        run_until_sigterm(server)  # SIGTERM: a graceful stop and exit 0
         if not server.started:
             raise QAFinetuneError(f"the page did not start on {host}:{port}: pick another --port")
     finally:

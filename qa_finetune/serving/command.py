@@ -26,6 +26,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.serving.uvicorn_config import (
     ready_line,
     ready_server,
+    run_until_sigterm,
     server_url,
     uvicorn_options,
 )
@@ -261,14 +262,7 @@ def _run_until_stopped(app: Any, options: dict[str, Any]) -> None:
     url = server_url(options["host"], options["port"])
     server_class = ready_server(ready_line(url, app.state.model_info))
     server = server_class(uvicorn.Config(app, **options))
-    # uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the
-    # default action (death by signal, exit status 143). A handler that does nothing turns
-    # that second delivery into a normal exit 0: the service stopped as it was asked to.
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    try:
-        server.run()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    run_until_sigterm(server)
     if not server.started:
         host, port = options["host"], options["port"]
         raise ServeError(f"the server did not start on {host}:{port} (see the log above)")

@@ -4,11 +4,25 @@
 from __future__ import annotations
 
 import logging
+import signal
 from functools import partial
 from typing import Any
 
 KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection is closed after this
 log = logging.getLogger("qa_finetune.serving.command")
+
+
+def run_until_sigterm(server: Any) -> None:
+    """Run a ``uvicorn.Server`` until SIGTERM or Ctrl-C, then return normally.
+
+    uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the default
+    action (death by signal, exit status 143). A handler that does nothing turns that second
+    delivery into a normal exit 0: the service stopped as it was asked to."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def ready_line(url: str, info: dict[str, Any]) -> str:
