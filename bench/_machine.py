@@ -6,17 +6,10 @@ import os
 import platform
 from datetime import date
 
+# The same name the batch-size profiles are keyed by.
+from qa_finetune.modeling.profile_cache import cpu_model
 
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo, or the platform's processor string."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+__all__ = ["cpu_model", "machine_line"]
 
 
 def machine_line() -> str:

@@ -36,7 +36,8 @@ def cache_dir() -> Path:
     return base / "qa-finetune" / "batch-profiles"
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo, or the platform's processor string."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -74,7 +75,7 @@ def profile_key(
         "backend": backend,
         "model_file": model_file,
         "lengths": list(lengths),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": _usable_cores(),
         "host": platform.node(),
         "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
