@@ -65,6 +65,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its threads so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     """Resident memory of a process, MiB (from /proc)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -79,7 +85,7 @@ class Server:
 
     model: str
     max_batch: int | None  # None: the server's default (the batch size it measures)
-    max_wait_ms: float
+    max_wait_ms: float | None  # None: the server's default (adaptive) wait
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
@@ -99,8 +105,7 @@ class Server:
             "--port",
             str(self.port),
             *(["--max-batch", str(self.max_batch)] if self.max_batch is not None else []),
-            "--max-wait-ms",
-            str(self.max_wait_ms),
+            *(["--max-wait-ms", str(self.max_wait_ms)] if self.max_wait_ms is not None else []),
             "--no-access-log",
         ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -125,6 +130,10 @@ class Server:
         assert self.process is not None
         return rss_mib(self.process.pid)
 
+    def cpu(self) -> float:
+        assert self.process is not None
+        return cpu_seconds(self.process.pid)
+
     def stop(self) -> int:
         """SIGTERM, then the exit status (0 when it drained and stopped cleanly)."""
         assert self.process is not None
@@ -147,6 +156,8 @@ class Phase:
     rss_before: float = 0.0
     rss_after: float = 0.0
     answers: dict[int, Any] = field(default_factory=dict)
+    server_cpu: float = 0.0  # CPU seconds the server used during the phase
+    client_cpu: float = 0.0  # CPU seconds this process (the clients) used
 
     @property
     def ok(self) -> int:
@@ -184,6 +195,7 @@ async def run_phase(
 ) -> Phase:
     """``count`` requests from ``phase.clients`` concurrent clients, pairs taken in order."""
     phase.rss_before = server.rss()
+    cpu_before = server.cpu(), time.process_time()
     next_index = done = 0
     limits = httpx.Limits(max_connections=phase.clients, max_keepalive_connections=phase.clients)
 
@@ -219,6 +231,8 @@ async def run_phase(
         await asyncio.gather(*(client(http) for _ in range(phase.clients)))
     phase.seconds = time.perf_counter() - began
     phase.rss_after = server.rss()
+    phase.server_cpu = server.cpu() - cpu_before[0]
+    phase.client_cpu = time.process_time() - cpu_before[1]
     return phase
 
 
@@ -292,9 +306,19 @@ def throughput(phases: list[Phase]) -> float:
     return sum(p.ok for p in phases) / seconds if seconds else float("nan")
 
 
-def offline_best(model: str, pairs: list[dict[str, str]], sizes: list[int]) -> dict[int, float]:
+def cpu_per_question(phases: list[Phase]) -> tuple[float, float]:
+    """Milliseconds of CPU per answered question: the server's, the clients'."""
+    answered = sum(p.ok for p in phases) or 1
+    server = sum(p.server_cpu for p in phases)
+    return server / answered * 1000, sum(p.client_cpu for p in phases) / answered * 1000
+
+
+def offline_best(
+    model: str, pairs: list[dict[str, str]], sizes: list[int]
+) -> dict[int, tuple[float, float]]:
     """Questions per second of ``QuestionAnswerer.answer_batch`` (all the questions at once)
-    by batch size, in this process, while the servers are idle."""
+    and CPU milliseconds per question, by batch size, in this process, while the servers are
+    idle."""
     import dataclasses
 
     from qa_finetune.inference.answerer import QuestionAnswerer
@@ -305,9 +329,12 @@ def offline_best(model: str, pairs: list[dict[str, str]], sizes: list[int]) -> d
     speeds = {}
     for size in sizes:
         answerer.settings = dataclasses.replace(answerer.settings, batch_size=size)
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         answerer.answer_batch(questions)
-        speeds[size] = len(questions) / (time.perf_counter() - began)
+        speeds[size] = (
+            len(questions) / (time.perf_counter() - began),
+            (time.process_time() - cpu) / len(questions) * 1000,
+        )
     return speeds
 
 
@@ -321,7 +348,8 @@ async def batching_check(
     print(f"\n{HEADER}")
     busy = await alternate(args, servers, used, 32, deadline)
     idle = await alternate(args, servers, used, 1, deadline)
-    offline = offline_best(args.model, used, args.offline_sizes)
+    measured = offline_best(args.model, used, args.offline_sizes)
+    offline = {size: speed for size, (speed, _) in measured.items()}
     best_size = max(offline, key=offline.__getitem__)
     default_qps, single_qps = throughput(busy[0]), throughput(busy[1])
     p50 = [statistics.median(q for p in phases for q in p.latencies) * 1000 for phases in idle]
@@ -340,6 +368,12 @@ async def batching_check(
     print(
         f"1 client p50: default server {p50[0]:.0f} ms, --max-batch 1 {p50[1]:.0f} ms: "
         f"{p50[0] / p50[1]:.2f}x (target <= 1.1x)"
+    )
+    server_ms, client_ms = cpu_per_question(busy[0])
+    print(
+        f"CPU per question at 32 clients: default server {server_ms:.0f} ms, the clients "
+        f"{client_ms:.0f} ms; offline at batch {best_size}: {measured[best_size][1]:.0f} ms "
+        f"({os.cpu_count()} cores shared by all)"
     )
 
 
@@ -441,7 +475,9 @@ def main() -> None:
         default=[1, 2, 4, 8, 16, 64],
         help="Batch sizes of the offline answer_batch comparison.",
     )
-    parser.add_argument("--max-wait-ms", type=float, default=5.0)
+    parser.add_argument(
+        "--max-wait-ms", type=float, default=None, help="default: the server's own (adaptive)"
+    )
     parser.add_argument(
         "--ready-timeout", type=float, default=900, help="Seconds for a server to load."
     )
