@@ -91,6 +91,7 @@ def test_a_measured_batch_size_is_cached_and_the_cache_is_read_back(
     path.write_text(json.dumps({**stored, "profile": flat.to_dict()}), encoding="utf-8")
     again = load_for_answering(str(tiny_model_dir), max_length=96, tune_batch=True)
     assert again.settings.batch_size == 8
+    assert again.profile == flat  # kept for the server's length grouping
     assert profiles_in(cache) == [path]
 
 
@@ -122,6 +123,7 @@ def test_a_flag_a_run_setting_or_the_switch_keep_the_batch_size(
 
     flagged = load_for_answering(str(tiny_model_dir), batch_size=3, tune_batch=True)
     assert flagged.settings.batch_size == 3
+    assert flagged.profile is None
     run_dir = tmp_path / "run"
     shutil.copytree(tiny_model_dir, run_dir / "model")
     (run_dir / "config.yaml").write_text("inference:\n  batch_size: 5\n", encoding="utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient
 
 from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.modeling.batch_policy import CostProfile
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 
@@ -353,3 +355,11 @@ def test_the_default_wait_counts_arriving_requests_back_to_zero(answerer: Questi
         client.__exit__(None, None, None)
     fixed = AnswerService(answerer, ServeSettings(model_name="tiny", max_wait_ms=20))
     assert (fixed.batcher.arriving, fixed.batcher.max_wait) == (None, 0.02)
+
+
+def test_a_measured_profile_becomes_the_batchers_cost_model(answerer: QuestionAnswerer) -> None:
+    profile = CostProfile("tf", {128: {1: 0.1, 4: 0.16}, 384: {1: 0.2, 4: 0.75}})
+    measured = dataclasses.replace(answerer, profile=profile)
+    cost = AnswerService(measured, ServeSettings(model_name="tiny")).batcher.cost
+    assert cost is not None and cost(4, 384) == 0.75 and cost(2, 256) == profile.estimate(2, 256)
+    assert AnswerService(answerer, ServeSettings(model_name="tiny")).batcher.cost is None

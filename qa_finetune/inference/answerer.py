@@ -47,6 +47,9 @@ class QuestionAnswerer:
     # Decoding: n-best, longest answer, windows per forward pass, the no-answer threshold.
     settings: InferenceConfig = field(default_factory=InferenceConfig)
     backend: str = "tf"  # what computes the logits: "tf" (a Keras model) or "onnx"
+    # The forward costs measured on this machine (a ``CostProfile``) when the batch size was
+    # chosen from them; the server groups windows by length with it. None otherwise.
+    profile: Any = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -58,7 +61,14 @@ class QuestionAnswerer:
         ``quantized`` and ``warn_untrained_head``.
         """
         loaded = load_for_answering(reference, **options)
-        return cls(loaded.model, loaded.tokenizer, loaded.spec, loaded.settings, loaded.backend)
+        return cls(
+            loaded.model,
+            loaded.tokenizer,
+            loaded.spec,
+            loaded.settings,
+            loaded.backend,
+            loaded.profile,
+        )
 
     def answer(
         self,

@@ -41,6 +41,21 @@ class CostProfile:
         """Windows per second at ``batch``, averaged over the measured lengths."""
         return len(self.seconds) / self.cost_per_window(batch)
 
+    def estimate(self, batch: int, length: int) -> float:
+        """Seconds of one pass of ``batch`` windows padded to ``length`` tokens: measured
+        values where there are some, straight lines between (and past) them otherwise."""
+        lengths = sorted(self.seconds)
+        if len(lengths) == 1:
+            return _at_batch(self.seconds[lengths[0]], batch) * length / lengths[0]
+        # The measured segment around ``length``, or the nearest one to extend.
+        upper = next((i for i, known in enumerate(lengths) if known >= length), len(lengths) - 1)
+        low, high = lengths[max(upper, 1) - 1], lengths[max(upper, 1)]
+        cost_low = _at_batch(self.seconds[low], batch)
+        cost_high = _at_batch(self.seconds[high], batch)
+        line = cost_low + (cost_high - cost_low) * (length - low) / (high - low)
+        # Never below what the shortest measured length costs per token.
+        return max(line, cost_low * length / low if length < low else 0.0)
+
     def to_dict(self) -> dict[str, Any]:
         """As JSON holds it (object keys are strings)."""
         return {
@@ -67,6 +82,21 @@ class CostProfile:
         ):
             raise ValueError("not a cost profile: no positive timings shared by every length")
         return profile
+
+
+def _at_batch(by_batch: Mapping[int, float], batch: int) -> float:
+    """Seconds of a pass of ``batch`` windows at one length: between measured sizes on the
+    line joining them; past the largest, its cost per window times ``batch``."""
+    sizes = sorted(by_batch)
+    if batch <= sizes[0]:
+        return by_batch[sizes[0]] * batch / sizes[0]
+    if batch >= sizes[-1]:
+        return by_batch[sizes[-1]] * batch / sizes[-1]
+    high = next(size for size in sizes if size >= batch)
+    low = max(size for size in sizes if size <= batch)
+    if high == low:
+        return by_batch[low]
+    return by_batch[low] + (by_batch[high] - by_batch[low]) * (batch - low) / (high - low)
 
 
 def choose_batch(profile: CostProfile, most: int | None = None) -> int:

@@ -145,11 +145,11 @@ def tuned_batch_size(
     max_length: int,
     fallback: int,
     most: int | None = None,
-) -> int:
-    """The batch size with the most windows per second on this machine, or ``fallback`` when
-    measuring is turned off."""
+) -> tuple[int, CostProfile | None]:
+    """The batch size with the most windows per second on this machine and the profile it
+    was chosen from, or ``(fallback, None)`` when measuring is turned off."""
     if not enabled():
-        return fallback
+        return fallback, None
     profile = model_profile(model, tokenizer, model_dir, backend, max_length)
     chosen = choose_batch(profile, most)
     log.info(
@@ -158,4 +158,4 @@ def tuned_batch_size(
         profile.windows_per_second(chosen),
         profile.windows_per_second(1) if 1 in profile.batches() else float("nan"),
     )
-    return chosen
+    return chosen, profile

@@ -22,6 +22,7 @@ from qa_finetune.features.windows import (
     default_max_length,
     make_spec,
 )
+from qa_finetune.modeling.batch_policy import CostProfile
 from qa_finetune.runs.lookup import run_config
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class LoadedModel:
     spec: WindowSpec
     settings: InferenceConfig
     backend: str  # "tf" or "onnx"
+    # The forward costs measured on this machine when the batch size was chosen from them.
+    profile: CostProfile | None = None
 
 
 def load_for_answering(
@@ -92,7 +95,7 @@ def load_for_answering(
     model = _model(model_dir, chosen, quantized, warn_untrained_head)
     loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
     if tune_batch and batch_size is None and not chosen_batch(trained, exported):
-        loaded.settings = tuned(loaded)
+        loaded.settings, loaded.profile = tuned(loaded)
     return loaded
 
 
@@ -117,12 +120,15 @@ def chosen_batch(trained: Config | None, exported: Mapping[str, Any]) -> bool:
     return stored is not None and stored != InferenceConfig().batch_size
 
 
-def tuned(loaded: LoadedModel, fallback: int | None = None) -> InferenceConfig:
+def tuned(
+    loaded: LoadedModel, fallback: int | None = None
+) -> tuple[InferenceConfig, CostProfile | None]:
     """``loaded``'s settings with the batch size measured fastest on this machine (or
-    ``fallback`` when measuring is turned off, by default the configured size)."""
+    ``fallback`` when measuring is turned off, by default the configured size), and the
+    profile it was chosen from (None when not measured)."""
     from qa_finetune.modeling.batch_profile import tuned_batch_size
 
-    size = tuned_batch_size(
+    size, profile = tuned_batch_size(
         loaded.model,
         loaded.tokenizer,
         loaded.model_dir,
@@ -130,7 +136,7 @@ def tuned(loaded: LoadedModel, fallback: int | None = None) -> InferenceConfig:
         loaded.spec.max_length,
         fallback=loaded.settings.batch_size if fallback is None else fallback,
     )
-    return dataclasses.replace(loaded.settings, batch_size=size)
+    return dataclasses.replace(loaded.settings, batch_size=size), profile
 
 
 def _tokenizer(model_dir: Path, backend: str, exported: Mapping[str, Any]) -> Any:

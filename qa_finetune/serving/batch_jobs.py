@@ -81,3 +81,8 @@ class Part:
 
     def column(self, name: str) -> Sequence[Any]:
         return self.job.encoding[name][self.rows]
+
+    @property
+    def length(self) -> int:
+        """Its longest window, in tokens: what a pass holding it is padded to (at least)."""
+        return max(len(row) for row in self.column("input_ids"))

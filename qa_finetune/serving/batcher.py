@@ -4,7 +4,8 @@ Callers window their own request (in their own thread) and ``submit`` the window
 ``decode`` function; one worker thread gathers queued jobs until ``max_batch`` windows are
 waiting or the oldest job has waited ``max_wait`` seconds (with ``arriving`` given: only while
 ``arriving()`` says more jobs are on their way, so a lone request never waits for company
-that is not coming), runs the shared ``forward`` once
+that is not coming) or, with a ``cost`` model, until the next job would cost more in the pass
+than in one of its own (windows of very different lengths), runs the shared ``forward`` once
 over all their windows, hands each job its own rows of logits and completes its future.
 A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
 so cancelling its future (the client went away, its deadline passed) drops the parts not yet
@@ -34,6 +35,8 @@ Forward = Callable[[Mapping[str, Sequence[Any]]], tuple[np.ndarray, np.ndarray]]
 BatchHook = Callable[[int, int, float], None]
 # how many jobs are on their way to the queue (requests admitted, not yet submitted)
 Arriving = Callable[[], int]
+# seconds of one forward pass of (windows, padded length): ``CostProfile.estimate``
+PassCost = Callable[[int, int], float]
 
 INPUT_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -55,6 +58,7 @@ class MicroBatcher:
         max_wait: float = 0.005,
         on_batch: BatchHook | None = None,
         arriving: Arriving | None = None,
+        cost: PassCost | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -65,6 +69,7 @@ class MicroBatcher:
         self.max_wait = max_wait
         self.on_batch = on_batch
         self.arriving = arriving
+        self.cost = cost
         self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
         self._carry: Part | None = None  # taken from the queue but left for the next pass
@@ -171,12 +176,23 @@ class MicroBatcher:
             if part is _STOP:
                 stopping = True
                 continue
-            if total + part.size > self.max_batch:
+            if total + part.size > self.max_batch or not self._pays_to_join(parts, part):
                 self._carry = part
                 break
             parts.append(part)
             total += part.size
         return parts, stopping
+
+    def _pays_to_join(self, parts: list[Part], part: Part) -> bool:
+        """Whether ``part`` costs less in this pass than in a pass of its own: joining pads
+        every window to the longest, and on a CPU a long window in a batch of short ones
+        can cost more than the batching saves (always True without a cost model)."""
+        if self.cost is None:
+            return True
+        windows = sum(p.size for p in parts)
+        length = max(p.length for p in parts)
+        together = self.cost(windows + part.size, max(length, part.length))
+        return together <= self.cost(windows, length) + self.cost(part.size, part.length)
 
     def _run_parts(self, parts: list[Part]) -> None:
         """One forward pass for all; if it fails, each part alone, so only the bad job fails."""
