@@ -32,6 +32,7 @@ def _client(feedback_file: Path | None) -> TestClient:
         backend="tf",
         spec=SimpleNamespace(max_length=128, stride=32),
         settings=InferenceConfig(),
+        profile=None,  # no measured costs: passes are not length-aware
     )
     service = AnswerService(answerer, settings, forward=lambda _: None)  # type: ignore[arg-type]
     return TestClient(create_app(service))
