@@ -55,3 +55,20 @@ def test_a_failed_rename_leaves_the_folder_as_it_was(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_bytes_durably(target, b"new")
     assert _tree(tmp_path) == before
+
+
+def test_a_failed_write_removes_only_its_own_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _users_files(tmp_path)
+    target = tmp_path / "out.json"
+    target.write_bytes(b"old")
+    before = _tree(tmp_path)
+
+    def disk_full(descriptor: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_bytes_durably(target, b"new")
+    assert _tree(tmp_path) == before  # the target, the user's files and the run untouched
