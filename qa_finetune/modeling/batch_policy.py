@@ -87,15 +87,15 @@ class CostProfile:
 def _at_batch(by_batch: Mapping[int, float], batch: int) -> float:
     """Seconds of a pass of ``batch`` windows at one length: between measured sizes on the
     line joining them; past the largest, its cost per window times ``batch``."""
+    if batch in by_batch:
+        return by_batch[batch]
     sizes = sorted(by_batch)
-    if batch <= sizes[0]:
+    if batch < sizes[0]:
         return by_batch[sizes[0]] * batch / sizes[0]
-    if batch >= sizes[-1]:
+    if batch > sizes[-1]:
         return by_batch[sizes[-1]] * batch / sizes[-1]
-    high = next(size for size in sizes if size >= batch)
-    low = max(size for size in sizes if size <= batch)
-    if high == low:
-        return by_batch[low]
+    high = next(size for size in sizes if size > batch)
+    low = max(size for size in sizes if size < batch)
     return by_batch[low] + (by_batch[high] - by_batch[low]) * (batch - low) / (high - low)
 
 

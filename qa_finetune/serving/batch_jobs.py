@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -82,7 +83,8 @@ class Part:
     def column(self, name: str) -> Sequence[Any]:
         return self.job.encoding[name][self.rows]
 
-    @property
+    @cached_property
     def length(self) -> int:
-        """Its longest window, in tokens: what a pass holding it is padded to (at least)."""
+        """Its longest window, in tokens: what a pass holding it is padded to (at least);
+        counted once, however many passes consider it."""
         return max(len(row) for row in self.column("input_ids"))

@@ -164,7 +164,7 @@ class MicroBatcher:
             return [], stopping
         if first is _STOP:
             return [], True
-        parts, total = [first], first.size
+        parts, total, longest = [first], first.size, first.length
         deadline = first.job.queued_at + self.max_wait
         while total < self.max_batch:
             wait = 0.0 if stopping else max(0.0, deadline - time.monotonic())
@@ -176,21 +176,21 @@ class MicroBatcher:
             if part is _STOP:
                 stopping = True
                 continue
-            if total + part.size > self.max_batch or not self._pays_to_join(parts, part):
+            if total + part.size > self.max_batch or not self._pays_to_join(total, longest, part):
                 self._carry = part
                 break
             parts.append(part)
             total += part.size
+            longest = max(longest, part.length)
         return parts, stopping
 
-    def _pays_to_join(self, parts: list[Part], part: Part) -> bool:
-        """Whether ``part`` costs less in this pass than in a pass of its own: joining pads
-        every window to the longest, and on a CPU a long window in a batch of short ones
-        can cost more than the batching saves (always True without a cost model)."""
+    def _pays_to_join(self, windows: int, length: int, part: Part) -> bool:
+        """Whether ``part`` costs less in a pass of ``windows`` windows padded to ``length``
+        than in a pass of its own: joining pads every window to the longest, and on a CPU a
+        long window in a batch of short ones can cost more than the batching saves (always
+        True without a cost model)."""
         if self.cost is None:
             return True
-        windows = sum(p.size for p in parts)
-        length = max(p.length for p in parts)
         together = self.cost(windows + part.size, max(length, part.length))
         return together <= self.cost(windows, length) + self.cost(part.size, part.length)
 
