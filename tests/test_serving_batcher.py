@@ -26,10 +26,12 @@ class Forward:
 
     def __init__(self) -> None:
         self.sizes: list[int] = []
+        self.passes: list[list[int]] = []  # each pass's windows, by their first token
 
     def __call__(self, encoding: Mapping[str, Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
         rows = encoding["input_ids"]
         self.sizes.append(len(rows))
+        self.passes.append([row[0] for row in rows])
         if any(POISON in row for row in rows):
             raise RuntimeError("poisoned window")
         width = max(len(row) for row in rows)
@@ -192,9 +194,9 @@ def test_with_a_cost_model_long_windows_do_not_join_a_pass_of_short_ones() -> No
     assert [f.result(timeout=10) for f in short] == [[10], [20], [30]]
     assert long_job.result(timeout=10) == [90]
     assert later.result(timeout=10) == [95]
-    # The three short ones share a pass; the long one runs alone; the last short one is not
-    # held back to pad it.
-    assert forward.sizes == [3, 1, 1]
+    # The four short ones share a pass (the one queued after the long window too); the long
+    # one runs alone rather than pad them all to 384 tokens.
+    assert forward.passes == [[10, 20, 30, 95], [90]]
 
 
 def test_without_a_cost_model_every_queued_window_shares_the_pass() -> None:
@@ -205,3 +207,51 @@ def test_without_a_cost_model_every_queued_window_shares_the_pass() -> None:
     batcher.close()
     assert [f.result(timeout=10) for f in futures] == [[0], [1]]
     assert forward.sizes == [2]
+
+
+def test_under_load_a_pass_holds_the_oldest_job_and_those_nearest_it_in_length() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=2, max_wait=0)
+    widths = {1: 100, 2: 380, 3: 110, 4: 390, 5: 105}  # queued in this order
+    futures = {k: batcher.submit(job(k, 1, width=w), w, rows_of) for k, w in widths.items()}
+    batcher.start()
+    batcher.close()
+    assert {k: f.result(timeout=10) for k, f in futures.items()} == {k: [k] for k in widths}
+    # Oldest first (1), with the nearest in length (105 beats 110); then the oldest left (2)
+    # with 390; then 110 alone. First come, first served would pad 100 to 380 and 110 to 390.
+    assert forward.passes == [[1, 5], [2, 4], [3]]
+
+
+def test_the_oldest_job_is_never_passed_over_for_better_matched_ones() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=2, max_wait=0)
+    long_job = batcher.submit(job(50, 1, width=384), 384, rows_of)
+    short = [batcher.submit(job(k, 1, width=100), 100, rows_of) for k in range(1, 6)]
+    batcher.start()
+    batcher.close()
+    assert long_job.result(timeout=10) == [50]
+    assert [f.result(timeout=10) for f in short] == [[k] for k in range(1, 6)]
+    assert forward.passes == [[50, 1], [2, 3], [4, 5]]
+
+
+def test_a_job_cancelled_while_pooled_costs_no_forward_pass() -> None:
+    running, release = threading.Event(), threading.Event()
+    forward = Forward()
+
+    def held(encoding: Mapping[str, Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        running.set()
+        release.wait(10)
+        return forward(encoding)
+
+    batcher = MicroBatcher(held, max_batch=1, max_wait=0)
+    first, second, third = (batcher.submit(job(k, 2), 3, rows_of) for k in (10, 20, 30))
+    batcher.start()
+    assert running.wait(10)  # the first job's pass runs; the other two wait in the pool
+    assert third.cancel()
+    release.set()
+    batcher.close()
+    assert first.result(timeout=10) == [10, 11]
+    assert second.result(timeout=10) == [20, 21]
+    assert forward.passes == [[10], [11], [20], [21]]
+    assert batcher.skipped_windows == 2
+    assert batcher.depth == 0

@@ -1,12 +1,14 @@
 """Micro-batching: windows of concurrent requests share one model forward pass.
 
 Callers window their own request (in their own thread) and ``submit`` the windows with a
-``decode`` function; one worker thread gathers queued jobs until ``max_batch`` windows are
-waiting or the oldest job has waited ``max_wait`` seconds (with ``arriving`` given: only while
-``arriving()`` says more jobs are on their way, so a lone request never waits for company
-that is not coming) or, with a ``cost`` model, until the next job would cost more in the pass
-than in one of its own (windows of very different lengths), runs the shared ``forward`` once
-over all their windows, hands each job its own rows of logits and completes its future.
+``decode`` function; one worker thread takes queued jobs into a pool until ``max_batch``
+windows are waiting or the oldest job has waited ``max_wait`` seconds (with ``arriving``
+given: only while ``arriving()`` says more jobs are on their way, so a lone request never
+waits for company that is not coming). Each pass holds the oldest job and the pooled jobs
+nearest to it in window length (under load, passes of like-length windows that pad little)
+while they fit and, with a ``cost`` model, while a job costs less in the pass than in one of
+its own. The worker runs the shared ``forward`` once over the pass's windows, hands each job
+its own rows of logits and completes its future.
 A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
 so cancelling its future (the client went away, its deadline passed) drops the parts not yet
 run: no caller keeps the model for longer than one pass after it stops waiting.
@@ -46,6 +48,9 @@ class BatcherClosed(RuntimeError):
 
 
 _STOP = object()
+# The pool a pass is chosen from holds at most this many passes' windows: enough to group
+# windows of like length under load, few enough that sorting it costs nothing beside a pass.
+POOL_PASSES = 8
 
 
 class MicroBatcher:
@@ -72,7 +77,7 @@ class MicroBatcher:
         self.cost = cost
         self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
-        self._carry: Part | None = None  # taken from the queue but left for the next pass
+        self._pool: list[Part] = []  # taken from the queue, oldest first, not yet in a pass
         self._closed = False
         self._waiting = 0  # jobs submitted whose last part is not yet in a forward pass
         self._lock = threading.Lock()
@@ -121,7 +126,7 @@ class MicroBatcher:
 
     def _run(self) -> None:
         stopping = False
-        while not stopping or self._carry is not None:
+        while not stopping or self._pool:
             parts, stopping = self._gather(stopping)
             try:
                 self._run_parts(parts)
@@ -133,18 +138,19 @@ class MicroBatcher:
     def _next(self, timeout: float | None) -> Any:
         """The next queue entry whose job still wants it; parts of cancelled jobs are dropped."""
         while True:
-            if self._carry is not None:
-                entry, self._carry = self._carry, None
-            else:
-                try:
-                    entry = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    return None
+            try:
+                entry = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                return None
             if not isinstance(entry, Part) or not entry.job.gone:
                 return entry
-            self._skip(entry)
-            if entry.last:
-                self._taken(1)
+            self._drop(entry)
+
+    def _drop(self, part: Part) -> None:
+        """Drop a part of a cancelled job before it costs a forward pass."""
+        self._skip(part)
+        if part.last:
+            self._taken(1)
 
     def _skip(self, part: Part) -> None:
         """Drop a part of a cancelled job; a running one's future ends as cancelled."""
@@ -158,31 +164,57 @@ class MicroBatcher:
             self._waiting -= jobs
 
     def _gather(self, stopping: bool) -> tuple[list[Part], bool]:
-        """The parts of one pass: at least one; more while they fit and the wait allows."""
-        first = self._next(timeout=0 if stopping else None)
-        if first is None:
-            return [], stopping
-        if first is _STOP:
-            return [], True
-        parts, total, longest = [first], first.size, first.length
-        deadline = first.job.queued_at + self.max_wait
-        while total < self.max_batch:
-            wait = 0.0 if stopping else max(0.0, deadline - time.monotonic())
-            if wait > 0 and self.arriving is not None and self.arriving() == 0:
-                wait = 0.0  # nothing is on its way: take what is queued and go
-            part = self._next(timeout=wait if wait > 0 else 0)
-            if part is None:
+        """The parts of one pass, chosen from the pool (``_select``) once everything already
+        queued has joined it and, while it holds less than a pass, the oldest part's wait
+        is over."""
+        if not self._pool:
+            first = self._next(timeout=0 if stopping else None)
+            if first is None:
+                return [], stopping
+            if first is _STOP:
+                return [], True
+            self._pool.append(first)
+        pooled = sum(part.size for part in self._pool)
+        deadline = self._pool[0].job.queued_at + self.max_wait
+        while pooled < self.max_batch * POOL_PASSES:
+            wait = 0.0
+            if not stopping and pooled < self.max_batch:
+                wait = max(0.0, deadline - time.monotonic())
+                if self.arriving is not None and self.arriving() == 0:
+                    wait = 0.0  # nothing is on its way: take what is queued and go
+            entry = self._next(timeout=wait)
+            if entry is None:
                 break
-            if part is _STOP:
+            if entry is _STOP:
                 stopping = True
                 continue
-            if total + part.size > self.max_batch or not self._pays_to_join(total, longest, part):
-                self._carry = part
+            self._pool.append(entry)
+            pooled += entry.size
+        return self._select(), stopping
+
+    def _select(self) -> list[Part]:
+        """The oldest pooled part, then the others nearest to it in length (the older first
+        among equals) while they fit in ``max_batch`` and pay their way: windows of like
+        length pad little, as the length-sorted batches of offline prediction do. The oldest
+        always goes, so a part never waits behind more than the pool ahead of it."""
+        for part in [part for part in self._pool if part.job.gone]:
+            self._drop(part)
+        self._pool = [part for part in self._pool if not part.job.gone]
+        if not self._pool:
+            return []
+        anchor = self._pool[0]
+        parts, total, longest = [anchor], anchor.size, anchor.length
+        # sorted() is stable: among parts as near in length, the older comes first.
+        for part in sorted(self._pool[1:], key=lambda other: abs(other.length - anchor.length)):
+            if total == self.max_batch:
                 break
-            parts.append(part)
-            total += part.size
-            longest = max(longest, part.length)
-        return parts, stopping
+            if total + part.size <= self.max_batch and self._pays_to_join(total, longest, part):
+                parts.append(part)
+                total += part.size
+                longest = max(longest, part.length)
+        chosen = {id(part) for part in parts}
+        self._pool = [part for part in self._pool if id(part) not in chosen]
+        return parts
 
     def _pays_to_join(self, windows: int, length: int, part: Part) -> bool:
         """Whether ``part`` costs less in a pass of ``windows`` windows padded to ``length``
