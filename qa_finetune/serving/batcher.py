@@ -197,9 +197,13 @@ class MicroBatcher:
         among equals) while they fit in ``max_batch`` and pay their way: windows of like
         length pad little, as the length-sorted batches of offline prediction do. The oldest
         always goes, so a part never waits behind more than the pool ahead of it."""
-        for part in [part for part in self._pool if part.job.gone]:
-            self._drop(part)
-        self._pool = [part for part in self._pool if not part.job.gone]
+        live = []
+        for part in self._pool:  # one look per part: a job may be cancelled meanwhile
+            if part.job.gone:
+                self._drop(part)
+            else:
+                live.append(part)
+        self._pool = live
         if not self._pool:
             return []
         anchor = self._pool[0]
