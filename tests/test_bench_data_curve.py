@@ -1,0 +1,40 @@
+"""The data curve's samples: nested, seeded, and the sizes it accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.data_curve import nested_samples, parse_sizes
+
+
+def _records(count: int) -> list[dict[str, str]]:
+    return [{"id": f"q{i}"} for i in range(count)]
+
+
+def _ids(sample: list[dict[str, str]]) -> list[str]:
+    return [record["id"] for record in sample]
+
+
+def test_each_sample_holds_every_smaller_one() -> None:
+    samples = nested_samples(_records(100), [5, 20, 60, None], seed=7)
+    sizes = [len(samples[size]) for size in (5, 20, 60, None)]
+    assert sizes == [5, 20, 60, 100]
+    assert set(_ids(samples[5])) < set(_ids(samples[20])) < set(_ids(samples[60]))
+    assert _ids(samples[None]) == _ids(_records(100))
+
+
+def test_samples_keep_the_file_order_and_depend_on_the_seed() -> None:
+    first = nested_samples(_records(200), [30], seed=1)[30]
+    again = nested_samples(_records(200), [30], seed=1)[30]
+    other = nested_samples(_records(200), [30], seed=2)[30]
+    assert _ids(first) == _ids(again)
+    assert _ids(first) != _ids(other)
+    assert _ids(first) == sorted(_ids(first), key=lambda name: int(name[1:]))
+
+
+def test_sizes_are_parsed_and_checked_against_the_data() -> None:
+    assert parse_sizes("128, 512,ALL", 1000) == [128, 512, None]
+    with pytest.raises(SystemExit, match="2000 is not between 1 and the 1000 questions"):
+        parse_sizes("128,2000", 1000)
+    with pytest.raises(SystemExit, match="0 is not between"):
+        parse_sizes("0", 1000)
