@@ -58,10 +58,14 @@ def test_folds_never_share_a_context(crossval_run: Path) -> None:
     tests = [_contexts(folder / "test.json") for folder in data]
     assert tests[0] and tests[1] and not tests[0] & tests[1]
     for folder in data:
-        assert not _contexts(folder / "train.json") & _contexts(folder / "test.json")
+        parts = [_contexts(folder / f"{name}.json") for name in ("train", "select", "test")]
+        assert all(parts)
+        assert not parts[0] & parts[1] and not parts[0] & parts[2] and not parts[1] & parts[2]
     test_ids = _ids(data[0] / "test.json") + _ids(data[1] / "test.json")
     assert len(test_ids) == len(set(test_ids)) == QUESTIONS
-    assert sorted(_ids(data[0] / "train.json")) == sorted(_ids(data[1] / "test.json"))
+    # A fold trains on the other folds, less the documents its run chooses on.
+    trained = _ids(data[0] / "train.json") + _ids(data[0] / "select.json")
+    assert sorted(trained) == sorted(_ids(data[1] / "test.json"))
 
 
 def test_each_fold_is_a_run_scored_as_evaluate_scores_it(
@@ -71,13 +75,15 @@ def test_each_fold_is_a_run_scored_as_evaluate_scores_it(
 
     summary = json.loads((crossval_run / "crossval.json").read_text())
     assert summary["complete"] and summary["settings"]["group_by"] == "title"
+    assert summary["settings"]["choose_on"] == "training documents"
     assert [row["fold"] for row in summary["folds"]] == [0, 1]
     for row in summary["folds"]:
         run_dir = crossval_run / f"fold-{row['fold']}"
         assert (run_dir / "model").is_dir() and (run_dir / "config.yaml").is_file()
         config = yaml.safe_load((run_dir / "config.yaml").read_text())
         test = crossval_run / "data" / f"fold-{row['fold']}" / "test.json"
-        assert config["data"]["validation_file"] == str(test)
+        # keep_model: best chooses a checkpoint: on held-out training documents, not the test.
+        assert config["data"]["validation_file"] == str(test.with_name("select.json"))
         assert json.loads((run_dir / "metrics.json").read_text())["steps"] == 2
         alone = evaluate_model(
             str(run_dir), data=str(test), dataset=None, report_dir=tmp_path / str(row["fold"])

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config
+from qa_finetune.crossval.selection import selection_split
 from qa_finetune.data.folds import Folds, GroupBy, record_folds
 from qa_finetune.data.records import read_records
 from qa_finetune.data.validation import SplitReport, validate_records
@@ -100,14 +102,36 @@ def squad_json(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class FoldFiles:
+    """One fold's SQuAD files: what its run trains on, chooses on, and is tested on."""
+
+    train: Path
+    test: Path
+    select: Path | None  # the run's validation file; None: it validates on ``test``
+
+    @property
+    def validation(self) -> Path:
+        return self.select or self.test
+
+
 def write_fold_files(
-    records: Sequence[Mapping[str, Any]], folds: Folds, fold: int, folder: Path
-) -> tuple[Path, Path]:
-    """``train.json`` and ``test.json`` of fold ``fold`` in ``folder``; returns both paths."""
+    records: Sequence[Mapping[str, Any]],
+    folds: Folds,
+    fold: int,
+    folder: Path,
+    selection: tuple[int, GroupBy] | None = None,
+) -> FoldFiles:
+    """``train.json`` and ``test.json`` of fold ``fold`` in ``folder``; with ``selection``
+    (seed, grouping) also ``select.json``, a part of the training documents held out for the
+    run to choose on (``crossval/selection``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = folder / "train.json", folder / "test.json"
-    for path, indices in zip(
-        paths, (folds.train_indices(fold), folds.test_indices(fold)), strict=True
-    ):
-        write_json(path, squad_json([records[i] for i in indices.tolist()]))
-    return paths
+    train, test = folds.train_indices(fold), folds.test_indices(fold)
+    parts = {"train": train, "test": test}
+    if selection is not None:
+        parts["train"], parts["select"] = selection_split(records, train, *selection)
+    for name, indices in parts.items():
+        write_json(folder / f"{name}.json", squad_json([records[i] for i in indices.tolist()]))
+    return FoldFiles(
+        folder / "train.json", folder / "test.json", folder / "select.json" if selection else None
+    )

@@ -18,7 +18,13 @@ from typing import Any
 
 from qa_finetune.config import Config, apply_overrides
 from qa_finetune.config_values import run_name_problem
-from qa_finetune.crossval.fold_files import choose_grouping, training_records, write_fold_files
+from qa_finetune.crossval.fold_files import (
+    FoldFiles,
+    choose_grouping,
+    training_records,
+    write_fold_files,
+)
+from qa_finetune.crossval.selection import chooses_on_validation
 from qa_finetune.crossval.summary import (
     check_settings,
     fold_result,
@@ -68,12 +74,19 @@ def plan_crossval(
         "train_file": config.data.train_file,
         "questions": len(records),
         "documents": assigned.documents,
+        # The test parts choose nothing: a run that chooses validates on part of its training.
+        "choose_on": "training documents" if chooses_on_validation(config) else "nothing",
     }
     check_settings(root, settings)
     if config.data.validation_file:
+        own = (
+            "a held-out part of its own training documents"
+            if settings["choose_on"] != "nothing"
+            else "its test part"
+        )
         log.info(
             f"Note: {config.data.validation_file} (data.validation_file) is not used: each fold "
-            "validates on its own held-out part"
+            f"validates on {own}"
         )
     return Plan(config, records, assigned, root, settings)
 
@@ -83,12 +96,14 @@ def run_crossval(plan: Plan) -> dict[str, Any]:
     root, count = plan.root, plan.folds.count
     created = not root.exists()
     results: list[dict[str, Any]] = []
+    chooses = plan.settings["choose_on"] != "nothing"
+    selection = (plan.settings["seed"], plan.settings["group_by"]) if chooses else None
     try:
         for fold in range(count):
-            train_path, test_path = write_fold_files(
-                plan.records, plan.folds, fold, root / "data" / f"fold-{fold}"
+            files = write_fold_files(
+                plan.records, plan.folds, fold, root / "data" / f"fold-{fold}", selection
             )
-            metrics = run_fold(plan.config, root, fold, train_path, test_path)
+            metrics = run_fold(plan.config, root, fold, files)
             results.append(fold_result(fold, root / f"fold-{fold}", plan.folds.sizes(), metrics))
             write_summary(root, summarise(plan.settings, results))
     except BaseException:
@@ -107,13 +122,17 @@ def crossval(
     return run_crossval(plan_crossval(config, folds, seed, group_by))
 
 
-def fold_config(config: Config, root: Path, fold: int, train: Path, test: Path) -> Config:
-    """``config`` training on the fold's train part, validating on its test part, as the run
-    ``<root>/fold-<fold>``."""
+def fold_config(config: Config, root: Path, fold: int, files: FoldFiles) -> Config:
+    """``config`` training on the fold's train part, validating on its selection part (or,
+    for a run that chooses nothing, its test part), as the run ``<root>/fold-<fold>``."""
     return apply_overrides(
         config,
         {
-            "data": {"train_file": str(train), "validation_file": str(test), "dataset": None},
+            "data": {
+                "train_file": str(files.train),
+                "validation_file": str(files.validation),
+                "dataset": None,
+            },
             "train": {"output_dir": str(root), "run_name": f"fold-{fold}"},
         },
     )
@@ -134,12 +153,13 @@ def _scores_of(run_dir: Path, test: Path) -> dict[str, Any] | None:
     return metrics if isinstance(metrics, dict) and metrics.get("data") == str(test) else None
 
 
-def run_fold(config: Config, root: Path, fold: int, train: Path, test: Path) -> dict[str, Any]:
+def run_fold(config: Config, root: Path, fold: int, files: FoldFiles) -> dict[str, Any]:
     """Train fold ``fold`` (unless its run finished) and score it on its test part."""
     from qa_finetune.evaluation.evaluate import evaluate_model
     from qa_finetune.training.trainer import train as run_train
 
     run_dir = root / f"fold-{fold}"
+    test = files.test
     if finished(run_dir):
         scored = _scores_of(run_dir, test)
         if scored is not None:
@@ -151,7 +171,7 @@ def run_fold(config: Config, root: Path, fold: int, train: Path, test: Path) -> 
         overwrite = not resume and run_dir.is_dir() and any(run_dir.iterdir())
         what = "resuming" if resume else "redoing" if overwrite else "training"
         log.info(f"Fold {fold}: {what} {run_dir}")
-        run_train(fold_config(config, root, fold, train, test), resume=resume, overwrite=overwrite)
+        run_train(fold_config(config, root, fold, files), resume=resume, overwrite=overwrite)
     return evaluate_model(
         str(run_dir),
         data=str(test),

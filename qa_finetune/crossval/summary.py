@@ -101,4 +101,6 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         f"Cross-validation: {settings['folds']} folds grouped by {settings['group_by']} "
         f"(seed {settings['seed']})"
     )
+    if settings.get("choose_on") == "training documents":
+        title += "; each run chose on held-out training documents, its test part on nothing"
     return "\n".join([title, "-" * len(title), *lines])

@@ -125,6 +125,32 @@ def _balanced(sizes: np.ndarray, first: np.ndarray, folds: int, seed: int) -> np
     return fold_of_document
 
 
+def _documents(titles: Any, contexts: Any, group_by: GroupBy) -> tuple[np.ndarray, Any, np.ndarray]:
+    """Each example's context code, the distinct contexts, and each context's document."""
+    if group_by not in ("title", "context"):
+        raise QAFinetuneError(f"folds are grouped by title or context, got {group_by!r}")
+    context_codes, distinct = _encoded(contexts)
+    if group_by == "context":
+        return context_codes, distinct, np.arange(len(distinct), dtype=np.int64)
+    title_codes, title_values = _encoded(titles)
+    if len(title_codes) != len(context_codes):
+        raise ValueError("titles and contexts must have one value per example")
+    return (
+        context_codes,
+        distinct,
+        _context_documents(context_codes, title_codes, title_values, len(distinct)),
+    )
+
+
+def count_documents(records: Sequence[Mapping[str, Any]], group_by: GroupBy = "title") -> int:
+    """How many documents ``records`` (dicts with ``context`` and, optionally, ``title``) make
+    when grouped by ``group_by``."""
+    titles = [record.get("title") or "" for record in records]
+    contexts = [record["context"] for record in records]
+    document_of_context = _documents(titles, contexts, group_by)[2]
+    return int(document_of_context.max()) + 1 if len(document_of_context) else 0
+
+
 def assign_folds(
     titles: Any, contexts: Any, folds: int, seed: int, group_by: GroupBy = "title"
 ) -> Folds:
@@ -132,18 +158,7 @@ def assign_folds(
     arrays of strings, one per example); a missing title may be ``None`` or ``""``."""
     import pyarrow.compute as pc
 
-    if group_by not in ("title", "context"):
-        raise QAFinetuneError(f"folds are grouped by title or context, got {group_by!r}")
-    context_codes, distinct = _encoded(contexts)
-    if group_by == "title":
-        title_codes, title_values = _encoded(titles)
-        if len(title_codes) != len(context_codes):
-            raise ValueError("titles and contexts must have one value per example")
-        document_of_context = _context_documents(
-            context_codes, title_codes, title_values, len(distinct)
-        )
-    else:
-        document_of_context = np.arange(len(distinct), dtype=np.int64)
+    context_codes, distinct, document_of_context = _documents(titles, contexts, group_by)
     documents = int(document_of_context.max()) + 1 if len(distinct) else 0
     _check(folds, documents, len(distinct), group_by)
     # Each document's rank is that of its first context in code-point order.
