@@ -231,6 +231,10 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
         if p["questions"] == 0:
             axes.axhline(p["f1"], color="grey", linestyle=":", label="general, zero-shot: F1")
     axes.set_xscale("log")
+    # The sizes themselves as ticks, written plainly (not as powers of ten).
+    axes.set_xticks(sorted({p["questions"] for p in points if p["questions"]}))
+    axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel("in-domain training questions")
     axes.set_ylabel("test F1")
     axes.set_title("Labelled questions against test F1 (same steps for every point)")
