@@ -171,6 +171,8 @@ def test_an_interrupted_crossval_continues_without_redoing_finished_folds(
         (["--folds", "5", "--group-by", "title"], {}, "5 folds need at least 5 documents"),
         (["--folds", "500"], {}, "500 folds need at least 500 documents"),
         (["--group-by", "words"], {}, "--group-by must be title, context or auto"),
+        # Two folds of two titles: each fold's run trains on one document, none to choose on.
+        (["--group-by", "title"], {"max_train_samples": 30}, "too few to hold one out"),
         ([], {"train_file": "missing.json"}, "training file not found"),
         ([], {"train_file": None}, "crossval needs local training data"),
     ],

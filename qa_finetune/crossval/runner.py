@@ -24,7 +24,7 @@ from qa_finetune.crossval.fold_files import (
     training_records,
     write_fold_files,
 )
-from qa_finetune.crossval.selection import chooses_on_validation
+from qa_finetune.crossval.selection import check_selection, chooses_on_validation
 from qa_finetune.crossval.summary import (
     check_settings,
     fold_result,
@@ -77,6 +77,8 @@ def plan_crossval(
         # The test parts choose nothing: a run that chooses validates on part of its training.
         "choose_on": "training documents" if chooses_on_validation(config) else "nothing",
     }
+    if settings["choose_on"] != "nothing":
+        check_selection(records, assigned, grouping)
     check_settings(root, settings)
     if config.data.validation_file:
         own = (

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import Config
-from qa_finetune.data.folds import GroupBy, count_documents, record_folds
+from qa_finetune.data.folds import Folds, GroupBy, count_documents, record_folds
 from qa_finetune.errors import QAFinetuneError
 
 # One part in this many of a fold's training documents is held out to choose on (a fifth,
@@ -34,12 +34,14 @@ def chooses_on_validation(config: Config) -> bool:
     )
 
 
-def selection_split(
-    records: Sequence[Mapping[str, Any]], train: np.ndarray, seed: int, group_by: GroupBy
-) -> tuple[np.ndarray, np.ndarray]:
-    """A fold's training indices ``train`` split into (train, select), ``select`` one part of
-    ``min(SELECTION_PARTS, documents)`` of its documents (seeded)."""
-    part = [records[i] for i in train.tolist()]
+def check_selection(records: Sequence[Mapping[str, Any]], folds: Folds, group_by: GroupBy) -> None:
+    """Raise before anything is written when a fold trains on too few documents to hold one
+    out (two folds of three documents: one fold trains on a single document)."""
+    for fold in range(folds.count):
+        _selection_documents([records[i] for i in folds.train_indices(fold).tolist()], group_by)
+
+
+def _selection_documents(part: Sequence[Mapping[str, Any]], group_by: GroupBy) -> int:
     documents = count_documents(part, group_by)
     if documents < 2:
         raise QAFinetuneError(
@@ -48,5 +50,15 @@ def selection_split(
             "folds or more documents, or set train.keep_model=last and "
             "train.tune_no_answer_threshold=false"
         )
+    return documents
+
+
+def selection_split(
+    records: Sequence[Mapping[str, Any]], train: np.ndarray, seed: int, group_by: GroupBy
+) -> tuple[np.ndarray, np.ndarray]:
+    """A fold's training indices ``train`` split into (train, select), ``select`` one part of
+    ``min(SELECTION_PARTS, documents)`` of its documents (seeded)."""
+    part = [records[i] for i in train.tolist()]
+    documents = _selection_documents(part, group_by)
     inner = record_folds(part, min(SELECTION_PARTS, documents), seed, group_by)
     return train[inner.train_indices(0)], train[inner.test_indices(0)]
