@@ -105,6 +105,7 @@ def train_point(args: argparse.Namespace, start: str, data: Path, run: Path) -> 
         "data.validation_file": "null",
         "data.validation_fraction": "0",
         "train.monitor_files": "null",
+        "train.eval_every_steps": "null",
         "train.keep_model": "last",
         "train.tune_no_answer_threshold": "false",
         "train.max_steps": steps,
