@@ -128,7 +128,10 @@ def train_point(args: argparse.Namespace, start: str, data: Path, run: Path) -> 
                 "preprocess.stride": str(stride),
             }
         )
+    # A run stopped before its first checkpoint starts over; one with a checkpoint resumes.
     again = ["--resume"] if (run / "checkpoints").is_dir() else []
+    if not again and run.is_dir():
+        again = ["--overwrite"]
     overrides = [item for key, value in sets.items() for item in ("--set", f"{key}={value}")]
     log = Path(args.work) / "logs" / f"{run.name}.log"
     cli(log, "train", "--config", args.config, *origin, *overrides, *again)
@@ -194,6 +197,24 @@ def zero_point(args: argparse.Namespace) -> dict[str, Any]:
     point.update(scores(args, args.general, Path(args.work) / "eval" / "general-0"))
     save(done, point)
     return point
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """Finished points are reused only by a curve of the same settings: record them in the
+    work folder the first time, refuse other ones after."""
+    keys = ("general", "encoder", "config", "train", "heldout", "test", "steps", "seed")
+    settings = {key: getattr(args, key) for key in keys}
+    path = Path(args.work) / "settings.json"
+    if path.is_file():
+        stored = json.loads(path.read_text())
+        changed = sorted(key for key in keys if stored.get(key) != settings[key])
+        if changed:
+            raise SystemExit(
+                f"{args.work} holds a curve made with other {', '.join(changed)}: pass the same "
+                "settings to continue it, or another --work"
+            )
+    else:
+        save(path, settings)
 
 
 def table(points: list[dict[str, Any]]) -> str:
@@ -273,6 +294,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--starts: unknown {sorted(unknown)}; choose from {', '.join(STARTS)}")
     samples = nested_samples(records, parse_sizes(args.sizes, len(records)), args.seed)
+    check_settings(args)
     print(machine_line(), flush=True)
     points = [zero_point(args)] if "general" in starts else []
     for size, sample in samples.items():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import pytest
 
-from bench.data_curve import nested_samples, parse_sizes
+from bench.data_curve import check_settings, nested_samples, parse_sizes
 
 
 def _records(count: int) -> list[dict[str, str]]:
@@ -38,3 +41,21 @@ def test_sizes_are_parsed_and_checked_against_the_data() -> None:
         parse_sizes("128,2000", 1000)
     with pytest.raises(SystemExit, match="0 is not between"):
         parse_sizes("0", 1000)
+
+
+def test_a_work_folder_is_continued_only_with_its_own_settings(tmp_path: Path) -> None:
+    settings = {
+        "general": "outputs/general",
+        "encoder": "enc",
+        "config": "c.yaml",
+        "train": "t.json",
+        "heldout": "h.json",
+        "test": "d.json",
+        "steps": 150,
+        "seed": 42,
+        "work": str(tmp_path),
+    }
+    check_settings(argparse.Namespace(**settings))
+    check_settings(argparse.Namespace(**settings))  # the same settings continue it
+    with pytest.raises(SystemExit, match="other seed, steps: pass the same settings"):
+        check_settings(argparse.Namespace(**{**settings, "steps": 300, "seed": 1}))
