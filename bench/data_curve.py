@@ -8,10 +8,12 @@ Nested random samples of the held-in training questions (the 128 are among the 5
 on; one seed) are each trained with ``--config`` (the domain recipe) for exactly ``--steps``
 optimizer steps from two starts: the general run (``--init-from``) and the encoder it was
 trained from, with a fresh QA head and the general run's window settings. Nothing else
-changes between the points. No validation runs during training (a held-out set scored at every
-epoch end of 128 questions would cost more than the training); each run keeps its final
-weights, which are scored on the held-out questions, whose best no-answer threshold then
-scores the test set. The general run itself, scored the same way, is the zero-question point.
+changes between the points: at a small budget the largest samples are not all seen (150
+steps of 16 windows are 2,400 windows), so the top of the curve shows more data at a fixed
+budget, not the full recipe on it. No validation runs during training (a held-out set
+scored at every epoch end of 128 questions would cost more than the training); each run keeps
+its final weights, which are scored on the held-out questions, whose best no-answer threshold
+then scores the test set. The general run itself, scored the same way, is the zero-question point.
 
 Every point is written to ``--work``/points/ as it finishes; run again with the same settings
 and the finished points are read back, not redone (a run stopped mid-way resumes from its
