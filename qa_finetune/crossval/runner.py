@@ -67,6 +67,7 @@ def plan_crossval(
     grouping = choose_grouping(records, folds, group_by)
     assigned = record_folds(records, folds, seed, grouping)
     root = Path(config.train.output_dir) / name
+    chooses = chooses_on_validation(config)
     settings = {
         "folds": folds,
         "seed": seed,
@@ -75,17 +76,13 @@ def plan_crossval(
         "questions": len(records),
         "documents": assigned.documents,
         # The test parts choose nothing: a run that chooses validates on part of its training.
-        "choose_on": "training documents" if chooses_on_validation(config) else "nothing",
+        "choose_on": "training documents" if chooses else "nothing",
     }
-    if settings["choose_on"] != "nothing":
+    if chooses:
         check_selection(records, assigned, grouping)
     check_settings(root, settings)
     if config.data.validation_file:
-        own = (
-            "a held-out part of its own training documents"
-            if settings["choose_on"] != "nothing"
-            else "its test part"
-        )
+        own = "a held-out part of its own training documents" if chooses else "its test part"
         log.info(
             f"Note: {config.data.validation_file} (data.validation_file) is not used: each fold "
             f"validates on {own}"
@@ -98,7 +95,7 @@ def run_crossval(plan: Plan) -> dict[str, Any]:
     root, count = plan.root, plan.folds.count
     created = not root.exists()
     results: list[dict[str, Any]] = []
-    chooses = plan.settings["choose_on"] != "nothing"
+    chooses = chooses_on_validation(plan.config)
     selection = (plan.settings["seed"], plan.settings["group_by"]) if chooses else None
     try:
         for fold in range(count):
