@@ -35,10 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
-from qa_finetune.config import load_config  # noqa: E402
-from qa_finetune.crossval.fold_files import squad_json  # noqa: E402
-from qa_finetune.data.records import read_records  # noqa: E402
-from qa_finetune.data.validation import SplitReport, validate_records  # noqa: E402
+from qa_finetune.config import apply_overrides, load_config  # noqa: E402
+from qa_finetune.crossval.fold_files import squad_json, training_records  # noqa: E402
 from qa_finetune.files import write_json  # noqa: E402
 
 STARTS = ("general", "encoder")
@@ -287,10 +285,9 @@ def main() -> None:
     parser.add_argument("--plot", help="draw the curve to this PNG")
     args = parser.parse_args()
 
-    config = load_config(Path(args.config))
-    records = list(
-        validate_records(read_records(Path(args.train), config.data), True, SplitReport())
-    )
+    # The training file read and validated as crossval reads it (the recipe's data settings).
+    config = apply_overrides(load_config(Path(args.config)), {"data": {"train_file": args.train}})
+    records = training_records(config)
     starts = [s.strip() for s in args.starts.split(",")]
     unknown = set(starts) - set(STARTS)
     if unknown:
