@@ -47,15 +47,32 @@ def test_a_gpu_like_cost_is_measured_up_to_the_largest_batch() -> None:
     assert batch_profile.choose_batch(profile) == 64
 
 
-@pytest.mark.parametrize(("cap", "sizes"), [(2.0, [1]), (10.0, [1, 2, 4])])
+@pytest.mark.parametrize(("cap", "sizes"), [(2.0, [1]), (8.0, [1, 2, 4]), (10.0, [1, 2, 4, 8])])
 def test_the_time_cap_stops_before_a_size_that_would_pass_it(cap: float, sizes: list) -> None:
-    # 0.1 s a window whatever the batch: size s costs 2 lengths x 4 passes x 0.1 s x s.
+    # 0.1 s a window whatever the batch: size s costs 2 lengths x 4 passes x 0.1 s x s up to 4
+    # (0.8, 1.6, 3.2 s: 5.6 s in all), and 8 (a pass of 0.8 s, timed once) 2 x 2 x 0.8 s.
     model = FakeModel(lambda b, n: 0.1 * b)
     profile = batch_profile.measure(
         model.run_pass, "tf", (128, 384), time_cap=cap, clock=model.clock
     )
     assert profile.batches() == sizes
     assert model.now - 0.1 <= cap  # the untimed first pass aside
+
+
+def test_a_long_pass_is_timed_once_after_its_warm_up() -> None:
+    # A 2-core CPU's costs (about 0.05 s a window at 128 tokens, 0.18 s at 384, whatever the
+    # batch): three timed passes of every shape would stop at 4 windows under the cap.
+    model = FakeModel(lambda b, n: b * n * 4.7e-4)
+    profile = batch_profile.measure(model.run_pass, "tf", (128, 384), clock=model.clock)
+    assert profile.batches() == [1, 2, 4, 8]
+    shapes = model.passes[1:]
+    # Under LONG_PASS: a warm-up and three timed passes; over it: a warm-up and one.
+    assert shapes.count((2, 384)) == 4  # 0.36 s
+    assert shapes.count((4, 384)) == 2  # 0.72 s
+    assert shapes.count((8, 384)) == 2
+    assert shapes.count((8, 128)) == 4  # 0.48 s
+    assert profile.seconds[384][8] == pytest.approx(8 * 384 * 4.7e-4)
+    assert model.now - model.cost(1, 128) <= batch_profile.TIME_CAP
 
 
 def test_profile_lengths_are_a_short_window_and_the_full_one() -> None:

@@ -1,8 +1,9 @@
 """The forward cost of a loaded model against batch size and padded length, measured once.
 
-``measure`` times passes of made-up windows (a warm-up pass, then the median of a few) at two
-padded lengths for batch sizes 1, 2, 4, ... and stops once a window costs clearly more than at
-the best size so far (a CPU past its sweet spot) or the time cap would be passed. The profile
+``measure`` times passes of made-up windows (a warm-up pass, then the median of a few, or one
+for a long pass) at two padded lengths for batch sizes 1, 2, 4, ... and stops once a window
+costs clearly more than at the best size so far (a CPU past its sweet spot) or the time cap
+would be passed. The profile
 is cached per model architecture, backend, machine and library version
 (``modeling/profile_cache``), so a later ``serve``, ``evaluate`` or ``ask --batch`` reads it
 instead. ``QA_FINETUNE_BATCH_PROFILE=off`` turns measuring off (tests, exact reruns): the
@@ -27,7 +28,11 @@ PROFILE_ENV = "QA_FINETUNE_BATCH_PROFILE"
 SIZES = (1, 2, 4, 8, 16, 32, 64)
 SHORT_LENGTH = 128  # besides the model's own window length: short windows batch differently
 REPEATS = 3
-TIME_CAP = 8.0  # seconds for the whole measurement, warm-up passes included
+# A pass this long is timed once after its warm-up: its spread is small beside its length, and
+# the time saved measures the next batch size (on a 2-core CPU, 8 windows of 384 tokens take
+# about 1.5 s a pass; with three timed passes the cap stopped the measurement at 4 windows).
+LONG_PASS = 0.5
+TIME_CAP = 12.0  # seconds for the whole measurement, warm-up passes included
 # Growing the batch stops once a window costs this much more than at the best size so far.
 RISING = 1.25
 
@@ -45,11 +50,18 @@ def profile_lengths(max_length: int) -> tuple[int, ...]:
     return tuple(sorted({min(SHORT_LENGTH, max_length), max_length}))
 
 
+def _timed_passes(seconds: float, repeats: int) -> int:
+    """How many passes of a shape are timed, given about how long one takes."""
+    return 1 if seconds >= LONG_PASS else repeats
+
+
 def _time_pass(run_pass: RunPass, batch: int, length: int, repeats: int, clock: Any) -> float:
-    """The median seconds of ``repeats`` passes, after one warm-up pass of the same shape."""
+    """The median seconds of ``repeats`` passes (one for a long pass), after one warm-up pass
+    of the same shape."""
+    began = clock()
     run_pass(batch, length)
-    times = []
-    for _ in range(repeats):
+    times: list[float] = []
+    for _ in range(_timed_passes(clock() - began, repeats)):
         began = clock()
         run_pass(batch, length)
         times.append(clock() - began)
@@ -78,7 +90,10 @@ def measure(
         if per_window > best * RISING:
             break
         # The next size's passes take about twice as long as this size's.
-        upcoming = 2 * (repeats + 1) * sum(by_batch[size] for by_batch in seconds.values())
+        upcoming = sum(
+            2 * by_batch[size] * (1 + _timed_passes(2 * by_batch[size], repeats))
+            for by_batch in seconds.values()
+        )
         if clock() - began + upcoming > time_cap:
             break
     return CostProfile(backend, seconds)
