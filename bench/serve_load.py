@@ -397,8 +397,11 @@ async def main_async(args: argparse.Namespace) -> None:
     batched = Server(args.model, args.max_batch, args.max_wait_ms)
     single = Server(args.model, 1, args.max_wait_ms)
     batched.start(logs / "batched.log")
-    single.start(logs / "single.log")
     try:
+        # One at a time: the default server may time its forward passes at start-up (its batch
+        # size), which another server loading beside it would make slower and noisier.
+        batched.wait_ready(args.ready_timeout)
+        single.start(logs / "single.log")
         kept = await measure_servers(args, (batched, single), pairs, logs, deadline)
     finally:
         for server in (batched, single):  # a failed phase leaves no server behind
