@@ -3,10 +3,9 @@
 ``measure`` times passes of made-up windows (a warm-up pass, then the median of a few, or one
 for a long pass) at two padded lengths for batch sizes 1, 2, 4, ... and stops once a window
 costs clearly more than at the best size so far (a CPU past its sweet spot) or the time cap
-would be passed. The profile
-is cached per model architecture, backend, machine and library version
-(``modeling/profile_cache``), so a later ``serve``, ``evaluate`` or ``ask --batch`` reads it
-instead. ``QA_FINETUNE_BATCH_PROFILE=off`` turns measuring off (tests, exact reruns): the
+would be passed. The profile is cached per model architecture, backend, machine and library
+version (``modeling/profile_cache``), so a later ``serve``, ``evaluate`` or ``ask --batch``
+reads it instead. ``QA_FINETUNE_BATCH_PROFILE=off`` turns measuring off (tests, exact reruns): the
 configured batch sizes are used as they are.
 """
 
