@@ -146,9 +146,8 @@ def web_costs(args: argparse.Namespace, pairs: list[dict[str, str]]) -> list[str
     bodies = [pairs[i % len(pairs)] for i in range(args.requests)]
     trivial = [sys.executable, "-c", TRIVIAL_APP % (HOST, "{port}")]
     stub = [sys.executable, __file__, "--stub-server", "{port}", "--model", args.model]
-    stub += ["--data", args.data]
     lines = []
-    with _server(trivial) as url:
+    with _server(trivial) as (url, pid):
         clients = {
             name: cpu_ms(
                 lambda run=run: asyncio.run(run(url, bodies, args.clients)),
@@ -157,9 +156,9 @@ def web_costs(args: argparse.Namespace, pairs: list[dict[str, str]]) -> list[str
             )
             for name, run in (("aiohttp", _aiohttp_run), ("httpx", _httpx_run))
         }
-        trivial_ms = _server_ms(url, bodies, args)
-    with _server(stub) as url:
-        stub_ms = _server_ms(url, bodies, args)
+        trivial_ms = _server_ms(url, pid, bodies, args)
+    with _server(stub) as (url, pid):
+        stub_ms = _server_ms(url, pid, bodies, args)
     lines.append(
         f"server, ms of CPU per request ({args.requests} requests, {args.clients} at a time): "
         f"trivial app {trivial_ms:.2f}, the serve app with a stub model {stub_ms:.2f}"
@@ -171,9 +170,8 @@ def web_costs(args: argparse.Namespace, pairs: list[dict[str, str]]) -> list[str
     return lines
 
 
-def _server_ms(url: str, bodies: list, args: argparse.Namespace) -> float:
+def _server_ms(url: str, pid: int, bodies: list, args: argparse.Namespace) -> float:
     """The least server CPU milliseconds per request of ``--repeats`` aiohttp runs."""
-    pid = _SERVERS[url].pid
     best = float("inf")
     for _ in range(args.repeats):
         began = cpu_seconds(pid)
@@ -182,23 +180,18 @@ def _server_ms(url: str, bodies: list, args: argparse.Namespace) -> float:
     return 1000 * best / len(bodies)
 
 
-_SERVERS: dict[str, subprocess.Popen] = {}
-
-
 @contextlib.contextmanager
-def _server(command: list[str]) -> Iterator[str]:
-    """A server subprocess on a free port (``{port}`` in ``command``); yields its URL."""
+def _server(command: list[str]) -> Iterator[tuple[str, int]]:
+    """A server subprocess on a free port (``{port}`` in ``command``): its URL and pid."""
     port = free_port()
     process = subprocess.Popen([part.replace("{port}", str(port)) for part in command])
     url = f"http://{HOST}:{port}/v1/answer"
-    _SERVERS[url] = process
     try:
         _wait_for(url, process)
-        yield url
+        yield url, process.pid
     finally:
         process.terminate()
         process.wait(timeout=60)
-        del _SERVERS[url]
 
 
 def run_stub_server(port: int, model: str) -> None:
@@ -245,7 +238,7 @@ def _wait_for(url: str, process: subprocess.Popen, seconds: float = 300.0) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="Run dir or model folder.")
-    parser.add_argument("--data", required=True, help="SQuAD v1.1 dev JSON.")
+    parser.add_argument("--data", help="SQuAD v1.1 dev JSON (required).")
     parser.add_argument("--questions", type=int, default=96, help="Distinct questions used.")
     parser.add_argument("--requests", type=int, default=960, help="Requests per client run.")
     parser.add_argument("--clients", type=int, default=32, help="Concurrent clients.")
@@ -255,6 +248,8 @@ def main() -> None:
     if args.stub_server:
         run_stub_server(args.stub_server, args.model)
         return
+    if not args.data:
+        parser.error("--data is required: a SQuAD v1.1 dev file")
     pairs = load_pairs(Path(args.data), args.questions)
     print(machine_line())
     print(f"{len(pairs)} SQuAD dev questions, model {args.model}")
