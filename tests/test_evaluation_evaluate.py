@@ -152,6 +152,16 @@ def test_evaluate_v2_reports_has_and_no_answer(tiny_model_dir: Path, tmp_path: P
     assert metrics["best_f1"] >= metrics["f1"]
     odds = read_json(out / "null_odds.json")
     assert set(odds) == {"q1", "q2", "q3", "q4", "q5"}
+    # The spans and the no-answer decision apart, from the files written beside them.
+    nbest = read_json(out / "nbest_predictions.json")
+    answerable = ("q1", "q2", "q3", "q4")
+    assert metrics["no_answer_auc"] == pytest.approx(
+        sum((odds["q5"] > odds[q]) + 0.5 * (odds["q5"] == odds[q]) for q in answerable) / 4
+    )
+    assert 0 <= metrics["HasAns_f1_answering_all"] <= 100
+    written = read_json(out / "metrics.json")
+    assert written["HasAns_f1_answering_all"] == metrics["HasAns_f1_answering_all"]
+    assert all(nbest[q] for q in answerable)
 
 
 def test_evaluate_without_v2_leaves_unanswerable_out(tiny_model_dir: Path, tmp_path: Path) -> None:

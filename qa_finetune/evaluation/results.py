@@ -72,6 +72,11 @@ def _summary(metrics: Mapping[str, Any]) -> str:
                 f"{metrics['tuned_f1']:.2f} ({metrics['tuned_no_answer_threshold']:.3f})",
             )
         )
+    if "HasAns_f1_answering_all" in metrics:
+        # The spans alone: what HasAns F1 would be if the reader never abstained.
+        rows.append(("HasAns F1 answering all", f"{metrics['HasAns_f1_answering_all']:.2f}"))
+    if "no_answer_auc" in metrics:
+        rows.append(("no-answer AUC (0.5: chance)", f"{metrics['no_answer_auc']:.3f}"))
     if "eval_loss" in metrics:
         rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
     if "questions_per_second" in metrics:

@@ -91,11 +91,13 @@ def evaluate_loaded(
     gold = references(examples)
     result = score(predictions.answers, gold, allow_no_answer, null_diff)
     if allow_no_answer:
+        from qa_finetune.decoding.answerability import answerability
         from qa_finetune.decoding.threshold import tune_no_answer_threshold
 
         threshold, tuned_f1 = tune_no_answer_threshold(predictions, gold)
         result["tuned_no_answer_threshold"] = threshold
         result["tuned_f1"] = tuned_f1
+        result.update(answerability(predictions, gold))
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss
