@@ -24,10 +24,11 @@ def answerability(
     """``HasAns_f1_answering_all`` (x100, with answerable questions) and ``no_answer_auc``
     (with both kinds of question); a question without a null-score difference counts as
     having no window (never answerable)."""
-    answerable, odds_has, odds_none, f1s = [], [], [], []
+    odds_has: list[float] = []
+    odds_none: list[float] = []
+    f1s: list[float] = []
     for qid, answers in references.items():
         has_answer = any(normalize_answer(a) for a in answers)
-        answerable.append(has_answer)
         diff = predictions.null_score_diff.get(qid, np.inf)
         (odds_has if has_answer else odds_none).append(diff)
         if has_answer:
