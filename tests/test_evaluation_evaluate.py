@@ -293,6 +293,42 @@ def test_evaluate_predictions_v2_scores_empty_answers(tmp_path: Path) -> None:
     )
     assert metrics["exact_match"] == pytest.approx(80.0)
     assert (metrics["HasAns_exact"], metrics["NoAns_exact"]) == (75.0, 100.0)
+    assert "no_answer_auc" not in metrics  # no null odds beside the predictions
+
+
+def test_evaluate_predictions_v2_reads_the_null_odds_and_n_best_beside_them(
+    tmp_path: Path,
+) -> None:
+    data = squad_file(tmp_path / "dev.json", unanswerable=True)
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    (folder / "predictions.json").write_text(
+        json.dumps({"q1": "Denver Broncos", "q2": "", "q3": "1931", "q4": "London", "q5": ""})
+    )
+    # q2 abstained (odds 1.5) though answerable; q5 rightly (odds 2.0, above every other).
+    odds = {"q1": -3.0, "q2": 1.5, "q3": -1.0, "q4": -2.0, "q5": 2.0}
+    (folder / "null_odds.json").write_text(json.dumps(odds))
+
+    def score() -> dict[str, Any]:
+        return evaluate_predictions(
+            folder / "predictions.json",
+            str(data),
+            None,
+            report_dir=tmp_path / "out",
+            allow_no_answer=True,
+        )
+
+    without_nbest = score()
+    assert without_nbest["no_answer_auc"] == 1.0
+    # An abstention's span is not in predictions.json: not scored without the n-best lists.
+    assert "HasAns_f1_answering_all" not in without_nbest
+    nbest = {q: [{"text": t}] for q, t in (("q1", "Denver Broncos"), ("q3", "1931"))}
+    nbest |= {"q2": [{"text": "Panthers"}], "q4": [{"text": "in London"}], "q5": [{"text": "x"}]}
+    (folder / "nbest_predictions.json").write_text(json.dumps(nbest))
+    with_nbest = score()
+    # q2's best span "Panthers" is a gold answer; "in London" against "London": 2/3.
+    assert with_nbest["HasAns_f1_answering_all"] == pytest.approx(100 * (3 + 2 / 3) / 4)
+    assert with_nbest["no_answer_auc"] == 1.0
 
 
 @pytest.mark.parametrize(

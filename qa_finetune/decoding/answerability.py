@@ -19,11 +19,12 @@ from qa_finetune.metrics import normalize_answer, v2_question_scores
 
 
 def answerability(
-    predictions: Predictions, references: Mapping[str, Sequence[str]]
+    predictions: Predictions, references: Mapping[str, Sequence[str]], spans: bool = True
 ) -> dict[str, float]:
-    """``HasAns_f1_answering_all`` (x100, with answerable questions) and ``no_answer_auc``
-    (with both kinds of question); a question without a null-score difference counts as
-    having no window (never answerable)."""
+    """``HasAns_f1_answering_all`` (x100, with answerable questions; ``spans=False``: not
+    computed, for predictions without their n-best lists) and ``no_answer_auc`` (with both
+    kinds of question); a question without a null-score difference counts as having no
+    window (never answerable)."""
     odds_has: list[float] = []
     odds_none: list[float] = []
     f1s: list[float] = []
@@ -31,7 +32,7 @@ def answerability(
         has_answer = any(normalize_answer(a) for a in answers)
         diff = predictions.null_score_diff.get(qid, np.inf)
         (odds_has if has_answer else odds_none).append(diff)
-        if has_answer:
+        if has_answer and spans:
             nbest = predictions.nbest.get(qid) or []
             span = next((entry["text"] for entry in nbest if entry["text"]), "")
             f1s.append(v2_question_scores(span, answers)[1])

@@ -18,11 +18,15 @@ from typing import Any
 from qa_finetune.config import DataConfig
 from qa_finetune.data.records import DataError, read_records
 from qa_finetune.data.validation import SplitReport, validate_records
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.evaluation.prediction_files import (
+    EvaluationError,
+    answerability_of_files,
+    json_object,
+    read_predictions,
+)
 from qa_finetune.evaluation.results import finish, write_predictions
 from qa_finetune.files import check_file, read_text
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
-from qa_finetune.nesting import load_json
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
 
@@ -30,10 +34,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT = Path(EVAL_DIR)
 RUNS_ROOT = Path("outputs")
-
-
-class EvaluationError(QAFinetuneError):
-    """The evaluation data or predictions cannot be scored as given."""
 
 
 @dataclass
@@ -201,32 +201,6 @@ def _predict_and_score(
     return result, len(features)
 
 
-def _json_object(path: Path, text: str, shape: str, fix: str = "") -> dict[str, Any]:
-    """``text`` (read from ``path``) as one JSON object, or an error naming the file."""
-    values = load_json(
-        text,
-        str(path),
-        lambda exc: f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}){fix}",
-        EvaluationError,
-    )
-    if not isinstance(values, dict):
-        raise EvaluationError(f"{path} must hold one JSON object {shape}")
-    return values
-
-
-def read_predictions(path: Path) -> dict[str, str]:
-    """An official predictions file: one JSON object ``{question id: answer text}``."""
-    text = read_text(path, "predictions file", "--predictions", EvaluationError)
-    values = _json_object(path, text, "{question id: answer} (official SQuAD format)")
-    for key, value in values.items():
-        if not isinstance(value, str):
-            raise EvaluationError(
-                f"{path}: the answer for id {key!r} is {type(value).__name__}, not text "
-                "(official SQuAD format {id: answer})"
-            )
-    return values
-
-
 def evaluate_predictions(
     predictions_path: Path,
     data: str | None,
@@ -237,7 +211,8 @@ def evaluate_predictions(
 ) -> dict[str, Any]:
     """Score an official predictions file; ids without a prediction score 0 (``missing``).
 
-    For v2, a ``null_odds.json`` beside the predictions enables the best-threshold search.
+    For v2, a ``null_odds.json`` beside the predictions enables the best-threshold search and
+    the no-answer AUC, and a ``nbest_predictions.json`` the HasAns F1 when answering all.
     """
     predictions_path = Path(predictions_path)
     report_dir = report_dir or DEFAULT_OUTPUT
@@ -255,7 +230,7 @@ def evaluate_predictions(
     odds_path = predictions_path.with_name("null_odds.json")
     if allow_no_answer and odds_path.is_file():
         text = read_text(odds_path, "null odds file", error=EvaluationError)
-        odds = _json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
+        odds = json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
         null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
     metrics = {
         **score(answers, gold, allow_no_answer, null_diff),
@@ -265,6 +240,8 @@ def evaluate_predictions(
         "unknown_ids": len(answers) - matched,
         "version_2": allow_no_answer,
     }
+    if null_diff is not None:
+        metrics.update(answerability_of_files(predictions_path, answers, null_diff, gold))
     if metrics["unknown_ids"]:
         unknown = ", ".join(repr(k) for k in [k for k in answers if k not in gold][:3])
         log.info(
