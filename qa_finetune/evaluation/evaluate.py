@@ -21,11 +21,11 @@ from qa_finetune.data.validation import SplitReport, validate_records
 from qa_finetune.evaluation.prediction_files import (
     EvaluationError,
     answerability_of_files,
-    json_object,
+    read_null_odds,
     read_predictions,
 )
 from qa_finetune.evaluation.results import finish, write_predictions
-from qa_finetune.files import check_file, read_text
+from qa_finetune.files import check_file
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
@@ -226,12 +226,7 @@ def evaluate_predictions(
             f"none of the {len(answers)} ids in {predictions_path} is a question of "
             f"{examples.source}: are these predictions for this data?"
         )
-    null_diff = None
-    odds_path = predictions_path.with_name("null_odds.json")
-    if allow_no_answer and odds_path.is_file():
-        text = read_text(odds_path, "null odds file", error=EvaluationError)
-        odds = json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
-        null_diff = {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
+    null_diff = read_null_odds(predictions_path) if allow_no_answer else None
     metrics = {
         **score(answers, gold, allow_no_answer, null_diff),
         "data": examples.source,

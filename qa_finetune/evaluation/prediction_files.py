@@ -43,6 +43,16 @@ def read_predictions(path: Path) -> dict[str, str]:
     return values
 
 
+def read_null_odds(predictions_path: Path) -> dict[str, float] | None:
+    """The ``null_odds.json`` beside the predictions (numbers only), or None without one."""
+    odds_path = predictions_path.with_name("null_odds.json")
+    if not odds_path.is_file():
+        return None
+    text = read_text(odds_path, "null odds file", error=EvaluationError)
+    odds = json_object(odds_path, text, "{id: number}", fix=": fix or remove it")
+    return {k: float(v) for k, v in odds.items() if isinstance(v, (int, float))}
+
+
 def answerability_of_files(
     predictions_path: Path,
     answers: dict[str, str],
