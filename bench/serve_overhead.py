@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
-from bench.serve_load import cpu_seconds, free_port, load_pairs  # noqa: E402
+from bench.serve_load import cpu_seconds, free_port, load_pairs, post  # noqa: E402
 
 HOST = "127.0.0.1"  # loopback only
 TRIVIAL_APP = """
@@ -122,11 +122,10 @@ async def _aiohttp_run(url: str, bodies: list, clients: int) -> None:
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def post(body: dict[str, str]) -> None:
-            async with session.post(url, json=body) as response:
-                await response.read()
+        async def send(body: dict[str, str]) -> None:
+            await post(session, url, body)
 
-        await _send_all(post, bodies, clients)
+        await _send_all(send, bodies, clients)
 
 
 async def _httpx_run(url: str, bodies: list, clients: int) -> None:
