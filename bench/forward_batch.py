@@ -8,6 +8,10 @@ through ``QuestionAnswerer.predict_windows`` (the compiled graph, length-sorted 
 padded to its own longest window) with batch sizes 1 to 64, the sizes interleaved in each of
 ``--repeats`` rounds. This is the ceiling on what the server's micro-batching can gain: it
 groups requests into exactly these passes.
+
+With ``--padded 128,192,256,384`` it times made-up windows of those padded lengths instead, as
+the server's batch-size profile does (``modeling/batch_profile``), every (length, batch size)
+interleaved in each round: whether the profile's choice holds at the lengths in between.
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ def main() -> None:
         "--windows", type=int, default=64, help="Questions (about one window each)."
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--padded", help="Made-up windows of these lengths, e.g. 128,384.")
     args = parser.parse_args()
+    if args.padded:
+        padded_lengths(args.model, [int(x) for x in args.padded.split(",")], args.repeats)
+        return
 
     pairs = load_pairs(Path(args.data), args.windows)
     answerer = QuestionAnswerer.load(args.model)
@@ -61,6 +69,35 @@ def main() -> None:
         median = statistics.median(times[size])
         runs = ", ".join(f"{t:.1f}" for t in times[size])
         print(f"| {size} | {median:.1f} | {runs} | {single / median:.2f}x |")
+
+
+def padded_lengths(model: str, lengths: list[int], repeats: int) -> None:
+    """Median ms per window of made-up windows by padded length and batch size."""
+    from qa_finetune.modeling.batch_profile import model_pass
+
+    answerer = QuestionAnswerer.load(model)
+    names = tuple(answerer.tokenizer.model_input_names)
+    run_pass = model_pass(answerer.model, answerer.tokenizer, names)
+    sizes = [size for size in SIZES if size <= 16]  # past 16 a CPU pass only grows dearer
+    shapes = [(size, length) for length in lengths for size in sizes]
+    for shape in shapes:  # each shape's graph traced outside the timing
+        run_pass(*shape)
+    times: dict[tuple[int, int], list[float]] = {shape: [] for shape in shapes}
+    for _ in range(repeats):
+        for size, length in shapes:
+            began = time.perf_counter()
+            run_pass(size, length)
+            times[size, length].append((time.perf_counter() - began) / size * 1000)
+    print(machine_line())
+    print(f"made-up windows, model {model}, median of {repeats} interleaved rounds (least-most)\n")
+    print("| padded length | " + " | ".join(f"{size} a pass" for size in sizes) + " |")
+    print("|---:|" + "---:|" * len(sizes))
+    for length in lengths:
+        cells = [
+            f"{statistics.median(t):.1f} ({min(t):.0f}-{max(t):.0f})"
+            for t in (times[size, length] for size in sizes)
+        ]
+        print(f"| {length} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
