@@ -25,9 +25,10 @@ def gpu_like(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     cache = tmp_path / "xdg"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     monkeypatch.setenv(batch_profile.PROFILE_ENV, "on")
-    key = profile_cache.profile_key(tiny_model_dir, "tf", (128, 384))
+    lengths = batch_profile.profile_lengths(384)
+    key = profile_cache.profile_key(tiny_model_dir, "tf", lengths)
     flat = {b: 0.01 for b in (1, 2, 4, 8)}
-    profile_cache.write(key, CostProfile("tf", {128: flat, 384: flat}))
+    profile_cache.write(key, CostProfile("tf", {length: flat for length in lengths}))
     return cache
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from qa_finetune.modeling.batch_policy import CostProfile, choose_backend, choose_batch
+from qa_finetune.modeling.batch_policy import (
+    CostProfile,
+    batch_for_length,
+    choose_backend,
+    choose_batch,
+    serving_batch,
+)
 
 SIZES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -114,3 +120,41 @@ def test_estimate_below_the_shortest_length_stays_positive_and_grows_with_length
     single = CostProfile("onnx", {256: {1: 0.2, 4: 0.4}})
     assert single.estimate(4, 128) == pytest.approx(0.2)
     assert single.estimate(2, 256) == pytest.approx(0.2 + 0.2 / 3)
+
+
+def short_batch_well_long_do_not() -> CostProfile:
+    """The 2-core AMD EPYC's shape (BENCHMARKS.md section 9), ms per window by batch: short
+    windows get cheaper up to 8 a pass, long ones dearer from 2."""
+    per_window = {
+        128: {1: 46.0, 2: 41.0, 4: 33.5, 8: 32.7},
+        256: {1: 89.0, 2: 79.0, 4: 74.0, 8: 75.0},
+        384: {1: 106.0, 2: 121.0, 4: 120.0, 8: 169.0},
+    }
+    return CostProfile(
+        "tf", {n: {b: ms * b / 1000 for b, ms in row.items()} for n, row in per_window.items()}
+    )
+
+
+def test_each_length_gets_its_own_pass_size() -> None:
+    profile = short_batch_well_long_do_not()
+    assert batch_for_length(profile, 128) == 8
+    assert batch_for_length(profile, 256) == 8  # 75 against 74: a tie, the larger wins
+    assert batch_for_length(profile, 384) == 1  # 2 and 4 cost 13% more a window
+    assert batch_for_length(profile, 128, most=4) == 4
+    # One size for all lengths is the smaller compromise: the sum per window is least at 4.
+    assert choose_batch(profile) == 4
+    assert serving_batch(profile) == 8
+
+
+def test_between_measured_lengths_the_estimate_decides() -> None:
+    profile = short_batch_well_long_do_not()
+    sizes = [batch_for_length(profile, n) for n in range(100, 385, 4)]
+    assert set(sizes) <= {1, 2, 4, 8}
+    assert sizes[0] == 8 and sizes[-1] == 1
+    assert sizes == sorted(sizes, reverse=True)  # longer windows never get bigger passes
+
+
+def test_a_gpu_like_profile_batches_every_length_fully() -> None:
+    profile = gpu_like()
+    assert {batch_for_length(profile, n) for n in (64, 128, 300, 384)} == {64}
+    assert serving_batch(profile) == 64

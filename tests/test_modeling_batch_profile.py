@@ -61,9 +61,11 @@ def test_the_time_cap_stops_before_a_size_that_would_pass_it(cap: float, sizes: 
 
 def test_a_long_pass_is_timed_once_after_its_warm_up() -> None:
     # A 2-core CPU's costs (about 0.05 s a window at 128 tokens, 0.18 s at 384, whatever the
-    # batch): three timed passes of every shape would stop at 4 windows under the cap.
+    # batch): three timed passes of every shape would stop at 4 windows under a 12 s cap.
     model = FakeModel(lambda b, n: b * n * 4.7e-4)
-    profile = batch_profile.measure(model.run_pass, "tf", (128, 384), clock=model.clock)
+    profile = batch_profile.measure(
+        model.run_pass, "tf", (128, 384), time_cap=12.0, clock=model.clock
+    )
     assert profile.batches() == [1, 2, 4, 8]
     shapes = model.passes[1:]
     # Under LONG_PASS: a warm-up and three timed passes; over it: a warm-up and one.
@@ -72,12 +74,23 @@ def test_a_long_pass_is_timed_once_after_its_warm_up() -> None:
     assert shapes.count((8, 384)) == 2
     assert shapes.count((8, 128)) == 4  # 0.48 s
     assert profile.seconds[384][8] == pytest.approx(8 * 384 * 4.7e-4)
-    assert model.now - model.cost(1, 128) <= batch_profile.TIME_CAP
+    assert model.now - model.cost(1, 128) <= 12.0
 
 
-def test_profile_lengths_are_a_short_window_and_the_full_one() -> None:
-    assert batch_profile.profile_lengths(384) == (128, 384)
+def test_profile_lengths_are_a_short_window_the_full_one_and_one_halfway() -> None:
+    assert batch_profile.profile_lengths(384) == (128, 256, 384)
+    assert batch_profile.profile_lengths(200) == (128, 164, 200)
     assert batch_profile.profile_lengths(96) == (96,)
+
+
+def test_the_three_lengths_reach_eight_windows_within_the_cap() -> None:
+    # The 2-core CPU's costs again, at the lengths a 384-token model is measured at.
+    model = FakeModel(lambda b, n: b * n * 4.7e-4)
+    lengths = batch_profile.profile_lengths(384)
+    profile = batch_profile.measure(model.run_pass, "tf", lengths, clock=model.clock)
+    assert profile.batches() == [1, 2, 4, 8]
+    assert sorted(profile.seconds) == [128, 256, 384]
+    assert model.now - model.cost(1, 128) <= batch_profile.TIME_CAP
 
 
 @pytest.fixture

@@ -357,9 +357,11 @@ def test_the_default_wait_counts_arriving_requests_back_to_zero(answerer: Questi
     assert (fixed.batcher.arriving, fixed.batcher.max_wait) == (None, 0.02)
 
 
-def test_a_measured_profile_becomes_the_batchers_cost_model(answerer: QuestionAnswerer) -> None:
+def test_a_measured_profile_sizes_passes_but_keeps_no_window_out(
+    answerer: QuestionAnswerer,
+) -> None:
+    # Keeping long windows out of a pass by the measured forward costs made the served
+    # pipeline slower on a 2-core CPU (BENCHMARKS.md section 9): passes fill by length alone.
     profile = CostProfile("tf", {128: {1: 0.1, 4: 0.16}, 384: {1: 0.2, 4: 0.75}})
     measured = dataclasses.replace(answerer, profile=profile)
-    cost = AnswerService(measured, ServeSettings(model_name="tiny")).batcher.cost
-    assert cost is not None and cost(4, 384) == 0.75 and cost(2, 256) == profile.estimate(2, 256)
-    assert AnswerService(answerer, ServeSettings(model_name="tiny")).batcher.cost is None
+    assert AnswerService(measured, ServeSettings(model_name="tiny")).batcher.cost is None

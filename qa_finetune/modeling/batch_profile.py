@@ -31,7 +31,9 @@ REPEATS = 3
 # the time saved measures the next batch size (on a 2-core CPU, 8 windows of 384 tokens take
 # about 1.5 s a pass; with three timed passes the cap stopped the measurement at 4 windows).
 LONG_PASS = 0.5
-TIME_CAP = 12.0  # seconds for the whole measurement, warm-up passes included
+# Seconds for the whole measurement, warm-up passes included: on a 2-core CPU three lengths
+# reach 8 windows a pass within it. Measured once per model and machine, then cached.
+TIME_CAP = 20.0
 # Growing the batch stops once a window costs this much more than at the best size so far.
 RISING = 1.25
 
@@ -45,8 +47,12 @@ def enabled() -> bool:
 
 
 def profile_lengths(max_length: int) -> tuple[int, ...]:
-    """The padded lengths measured: a short window and the model's full window."""
-    return tuple(sorted({min(SHORT_LENGTH, max_length), max_length}))
+    """The padded lengths measured: a short window, the model's full window and one halfway
+    (most real windows lie between the two ends, and a pass's cost is not a straight line in
+    its length: 8 windows cost about what 4 do up to 256 tokens and 40% more at 384 on a
+    2-core CPU, BENCHMARKS.md section 9)."""
+    short = min(SHORT_LENGTH, max_length)
+    return tuple(sorted({short, (short + max_length) // 2, max_length}))
 
 
 def _timed_passes(seconds: float, repeats: int) -> int:

@@ -11,6 +11,7 @@ request) are shown in uvicorn's format, beside its own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -117,18 +118,27 @@ def load_answerer(
     windows; None: the size measured fastest on this machine (``UNMEASURED_MAX_BATCH`` when
     measuring is turned off); ``quantized``: the int8 ONNX model."""
     from qa_finetune.inference.answerer import QuestionAnswerer
+    from qa_finetune.modeling.batch_policy import serving_batch
     from qa_finetune.modeling.batch_profile import enabled
 
     _check_backend(backend)
     if max_batch is None and not enabled():
         max_batch = UNMEASURED_MAX_BATCH
-    return QuestionAnswerer.load(
+    answerer = QuestionAnswerer.load(
         reference,
         batch_size=max_batch,
         backend=backend,
         tune_batch=max_batch is None,
         quantized=quantized,
     )
+    if answerer.profile is not None:
+        # Measured: a server's pass may hold as many windows as batch best at any measured
+        # length, more than the one size for all lengths that evaluate uses. Passes fill
+        # with windows of like length, and the served pipeline ran faster with the larger
+        # passes on a 2-core CPU (BENCHMARKS.md section 9).
+        most = serving_batch(answerer.profile)
+        answerer.settings = dataclasses.replace(answerer.settings, batch_size=most)
+    return answerer
 
 
 def build_app(reference: str, backend: str, settings: Any, quantized: bool = False) -> Any:
