@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -353,10 +353,8 @@ class Offline:
         self.answerer.predict_windows(head.encoding, True)  # trace the graph outside the timing
 
     def run_round(self) -> None:
-        import dataclasses
-
         for size in self.sizes:
-            self.answerer.settings = dataclasses.replace(self.answerer.settings, batch_size=size)
+            self.answerer.settings = replace(self.answerer.settings, batch_size=size)
             began, cpu = time.perf_counter(), time.process_time()
             self.answerer.answer_batch(self.questions)
             self.passes[size].append((time.perf_counter() - began, time.process_time() - cpu))

@@ -19,7 +19,6 @@ import signal
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -137,20 +136,24 @@ def load_answerer(
         # with windows of like length, and the served pipeline ran faster with the larger
         # passes on a 2-core CPU (BENCHMARKS.md section 9).
         most = serving_batch(answerer.profile)
+        if most != answerer.settings.batch_size:
+            log.info(
+                "a served pass holds up to %d windows of like length (evaluate's one size: %d)",
+                most,
+                answerer.settings.batch_size,
+            )
         answerer.settings = dataclasses.replace(answerer.settings, batch_size=most)
     return answerer
 
 
 def build_app(reference: str, backend: str, settings: Any, quantized: bool = False) -> Any:
     """Load the model and wrap it in the app (what each worker process does)."""
-    from dataclasses import replace
-
     from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.service import AnswerService
 
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
-    settings = replace(settings, max_batch=answerer.settings.batch_size)
+    settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size)
     log.info("serving with --max-batch %d", settings.max_batch)
     return create_app(AnswerService(answerer, settings), resolve_model_dir(reference))
 
@@ -254,7 +257,7 @@ def _run_workers(
             "backend": backend,
             "quantized": quantized,
             "url": url,
-            **asdict(settings),
+            **dataclasses.asdict(settings),
         }
     )
     uvicorn.run(
