@@ -35,9 +35,10 @@ demo: $(STAMP)
 		--model outputs/demo \
 		--context-file qa_finetune/sample_data/demo_context.txt --top-k 3
 
+# The slowest tests are listed after each run: the suite is to stay well under 15 minutes.
 test: $(STAMP)
 	$(BIN)/ruff check qa_finetune tests bench
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 test-slow: $(STAMP) $(TORCH_STAMP)
 	QA_FINETUNE_TORCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python \
