@@ -157,8 +157,22 @@ def scores(args: argparse.Namespace, model: Path | str, reports: Path) -> dict[s
         "exact_match": scored["exact_match"],
         "HasAns_f1": scored.get("HasAns_f1"),
         "NoAns_exact": scored.get("NoAns_exact"),
+        # The two skills apart: the spans (every answerable question answered) and how well
+        # the no-answer score ranks unanswerable above answerable (0.5 is chance).
+        "HasAns_f1_answering_all": scored.get("HasAns_f1_answering_all"),
+        "no_answer_auc": scored.get("no_answer_auc"),
         "by_title": {row["title"]: row["f1"] for row in scored.get("by_title", [])},
     }
+
+
+def with_skills(point: dict[str, Any], reports: Path) -> dict[str, Any]:
+    """A point saved before the two skills were recorded, given them from its test report."""
+    scored = reports / "test" / "metrics.json"
+    if "no_answer_auc" not in point and scored.is_file():
+        metrics = json.loads(scored.read_text())
+        for key in ("HasAns_f1_answering_all", "no_answer_auc"):
+            point[key] = metrics.get(key)
+    return point
 
 
 def run_point(
@@ -169,7 +183,7 @@ def run_point(
     work = Path(args.work)
     done = work / "points" / f"{name}.json"
     if done.is_file():
-        return json.loads(done.read_text())
+        return with_skills(json.loads(done.read_text()), work / "eval" / name)
     data = work / "data" / f"train-{len(records)}.json"
     if not data.is_file():
         save(data, squad_json(records))
@@ -192,7 +206,7 @@ def zero_point(args: argparse.Namespace) -> dict[str, Any]:
     """The general run as it is: the curve's zero-question point."""
     done = Path(args.work) / "points" / "general-0.json"
     if done.is_file():
-        return json.loads(done.read_text())
+        return with_skills(json.loads(done.read_text()), Path(args.work) / "eval" / "general-0")
     point = {"start": "general", "questions": 0, "steps": 0, "train_minutes": 0.0}
     point.update(scores(args, args.general, Path(args.work) / "eval" / "general-0"))
     save(done, point)
@@ -220,14 +234,16 @@ def check_settings(args: argparse.Namespace) -> None:
 def table(points: list[dict[str, Any]]) -> str:
     rows = [
         "| start | questions | steps | training min | threshold | held-out F1 | test F1 | "
-        "test HasAns F1 | test NoAns acc. |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "test HasAns F1 | test NoAns acc. | HasAns F1 answering all | no-answer AUC |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in points:
+        spans, auc = p.get("HasAns_f1_answering_all"), p.get("no_answer_auc")
         rows.append(
             f"| {p['start']} | {p['questions']:,} | {p['steps']} | {p['train_minutes']} | "
             f"{p['threshold']:.3f} | {p['heldout_f1']:.2f} | {p['f1']:.2f} | "
-            f"{p['HasAns_f1']:.2f} | {p['NoAns_exact']:.2f} |"
+            f"{p['HasAns_f1']:.2f} | {p['NoAns_exact']:.2f} | "
+            f"{'—' if spans is None else f'{spans:.2f}'} | {'—' if auc is None else f'{auc:.3f}'} |"
         )
     return "\n".join(rows)
 

@@ -1,13 +1,14 @@
-"""The data curve's samples: nested, seeded, and the sizes it accepts."""
+"""The data curve's samples (nested, seeded, the sizes it accepts) and its table."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 
-from bench.data_curve import check_settings, nested_samples, parse_sizes
+from bench.data_curve import check_settings, nested_samples, parse_sizes, table, with_skills
 
 
 def _records(count: int) -> list[dict[str, str]]:
@@ -59,3 +60,16 @@ def test_a_work_folder_is_continued_only_with_its_own_settings(tmp_path: Path) -
     check_settings(argparse.Namespace(**settings))  # the same settings continue it
     with pytest.raises(SystemExit, match="other seed, steps: pass the same settings"):
         check_settings(argparse.Namespace(**{**settings, "steps": 300, "seed": 1}))
+
+
+def test_a_point_saved_without_the_skills_gets_them_from_its_test_report(tmp_path: Path) -> None:
+    point = {"start": "general", "questions": 128, "steps": 150, "train_minutes": 1.0,
+             "threshold": -0.5, "heldout_f1": 50.0, "f1": 55.0, "HasAns_f1": 10.0,
+             "NoAns_exact": 90.0}  # fmt: skip
+    assert "| 90.00 | — | — |" in table([point])  # no report yet: shown as missing
+    (tmp_path / "test").mkdir()
+    report = {"HasAns_f1_answering_all": 40.68, "no_answer_auc": 0.6351, "f1": 99.0}
+    (tmp_path / "test" / "metrics.json").write_text(json.dumps(report))
+    filled = with_skills(dict(point), tmp_path)
+    assert filled == {**point, "HasAns_f1_answering_all": 40.68, "no_answer_auc": 0.6351}
+    assert table([filled]).splitlines()[-1].endswith("| 90.00 | 40.68 | 0.635 |")
