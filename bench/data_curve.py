@@ -17,7 +17,8 @@ then scores the test set. The general run itself, scored the same way, is the ze
 
 Every point is written to ``--work``/points/ as it finishes; run again with the same settings
 and the finished points are read back, not redone (a run stopped mid-way resumes from its
-checkpoint). Results: ``--out`` (JSON), a Markdown table on stdout, ``--plot`` (PNG).
+checkpoint). Results, rewritten after every point: ``--out`` (JSON), a Markdown table on
+stdout, ``--plot`` (PNG).
 """
 
 from __future__ import annotations
@@ -315,11 +316,11 @@ def main() -> None:
     for size, sample in samples.items():
         for start in starts:
             points.append(run_point(args, start, size, sample))
+            # The results so far, after every point: a curve stopped part-way still has them.
+            save(Path(args.out), {"machine": machine_line(), "args": vars(args), "points": points})
+            if args.plot:
+                plot(points, Path(args.plot))
             print(table(points), flush=True)
-    save(Path(args.out), {"machine": machine_line(), "args": vars(args), "points": points})
-    print(table(points))
-    if args.plot:
-        plot(points, Path(args.plot))
 
 
 if __name__ == "__main__":
