@@ -176,30 +176,7 @@ def test_a_job_waits_for_one_that_is_arriving_and_they_share_a_pass() -> None:
     batcher.close()
 
 
-def cpu_cost(windows: int, length: int) -> float:
-    """A CPU-like cost: a pass of 384-token windows gains nothing from batching, a pass of
-    short ones gains a lot (the shape measured on a 2-core AMD EPYC)."""
-    per_window = 0.2 if length > 128 else 0.1 / windows**0.5
-    return windows * per_window * (length / 384 if length > 128 else 1)
-
-
-def test_with_a_cost_model_long_windows_do_not_join_a_pass_of_short_ones() -> None:
-    forward = Forward()
-    batcher = MicroBatcher(forward, max_batch=8, max_wait=0, cost=cpu_cost)
-    short = [batcher.submit(job(10 * k, 1, width=100), 100, rows_of) for k in range(1, 4)]
-    long_job = batcher.submit(job(90, 1, width=384), 384, rows_of)
-    later = batcher.submit(job(95, 1, width=100), 100, rows_of)
-    batcher.start()
-    batcher.close()
-    assert [f.result(timeout=10) for f in short] == [[10], [20], [30]]
-    assert long_job.result(timeout=10) == [90]
-    assert later.result(timeout=10) == [95]
-    # The four short ones share a pass (the one queued after the long window too); the long
-    # one runs alone rather than pad them all to 384 tokens.
-    assert forward.passes == [[10, 20, 30, 95], [90]]
-
-
-def test_without_a_cost_model_every_queued_window_shares_the_pass() -> None:
+def test_windows_of_any_length_share_the_pass_while_they_fit() -> None:
     forward = Forward()
     batcher = MicroBatcher(forward, max_batch=8, max_wait=0)
     futures = [batcher.submit(job(k, 1, width=w), w, rows_of) for k, w in enumerate((100, 384))]

@@ -6,8 +6,7 @@ windows are waiting or the oldest job has waited ``max_wait`` seconds (with ``ar
 given: only while ``arriving()`` says more jobs are on their way, so a lone request never
 waits for company that is not coming). Each pass holds the oldest job and the pooled jobs
 nearest to it in window length (under load, passes of like-length windows that pad little)
-while they fit and, with a ``cost`` model, while a job costs less in the pass than in one of
-its own. The worker runs the shared ``forward`` once over the pass's windows, hands each job
+while they fit. The worker runs the shared ``forward`` once over the pass's windows, hands each job
 its own rows of logits and completes its future.
 A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
 so cancelling its future (the client went away, its deadline passed) drops the parts not yet
@@ -37,8 +36,6 @@ Forward = Callable[[Mapping[str, Sequence[Any]]], tuple[np.ndarray, np.ndarray]]
 BatchHook = Callable[[int, int, float], None]
 # how many jobs are on their way to the queue (requests admitted, not yet submitted)
 Arriving = Callable[[], int]
-# seconds of one forward pass of (windows, padded length): ``CostProfile.estimate``
-PassCost = Callable[[int, int], float]
 
 INPUT_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -63,7 +60,6 @@ class MicroBatcher:
         max_wait: float = 0.005,
         on_batch: BatchHook | None = None,
         arriving: Arriving | None = None,
-        cost: PassCost | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -74,7 +70,6 @@ class MicroBatcher:
         self.max_wait = max_wait
         self.on_batch = on_batch
         self.arriving = arriving
-        self.cost = cost
         self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
         self._pool: list[Part] = []  # taken from the queue, oldest first, not yet in a pass
@@ -194,9 +189,9 @@ class MicroBatcher:
 
     def _select(self) -> list[Part]:
         """The oldest pooled part, then the others nearest to it in length (the older first
-        among equals) while they fit in ``max_batch`` and pay their way: windows of like
-        length pad little, as the length-sorted batches of offline prediction do. The oldest
-        always goes, so a part never waits behind more than the pool ahead of it."""
+        among equals) while they fit in ``max_batch``: windows of like length pad little, as
+        the length-sorted batches of offline prediction do. The oldest always goes, so a part
+        never waits behind more than the pool ahead of it."""
         live = []
         for part in self._pool:  # one look per part: a job may be cancelled meanwhile
             if part.job.gone:
@@ -207,28 +202,17 @@ class MicroBatcher:
         if not self._pool:
             return []
         anchor = self._pool[0]
-        parts, total, longest = [anchor], anchor.size, anchor.length
+        parts, total = [anchor], anchor.size
         # sorted() is stable: among parts as near in length, the older comes first.
         for part in sorted(self._pool[1:], key=lambda other: abs(other.length - anchor.length)):
             if total == self.max_batch:
                 break
-            if total + part.size <= self.max_batch and self._pays_to_join(total, longest, part):
+            if total + part.size <= self.max_batch:
                 parts.append(part)
                 total += part.size
-                longest = max(longest, part.length)
         chosen = {id(part) for part in parts}
         self._pool = [part for part in self._pool if id(part) not in chosen]
         return parts
-
-    def _pays_to_join(self, windows: int, length: int, part: Part) -> bool:
-        """Whether ``part`` costs less in a pass of ``windows`` windows padded to ``length``
-        than in a pass of its own: joining pads every window to the longest, and on a CPU a
-        long window in a batch of short ones can cost more than the batching saves (always
-        True without a cost model)."""
-        if self.cost is None:
-            return True
-        together = self.cost(windows + part.size, max(length, part.length))
-        return together <= self.cost(windows, length) + self.cost(part.size, part.length)
 
     def _run_parts(self, parts: list[Part]) -> None:
         """One forward pass for all; if it fails, each part alone, so only the bad job fails."""

@@ -143,8 +143,8 @@ class AnswerService:
             max_wait=(ADAPTIVE_WAIT_MS if adaptive else settings.max_wait_ms) / 1000,
             on_batch=on_batch,
             arriving=(lambda: self.arriving) if adaptive else None,
-            # No cost model: passes fill up to max_batch with the windows nearest in length.
-            # Keeping windows out of a pass by the measured forward costs made the served
+            # Passes fill up to max_batch with the windows nearest in length: keeping
+            # windows out of a pass by the measured forward costs made the served
             # pipeline slower (BENCHMARKS.md section 9): a pass costs it more than the model's
             # time alone.
         )
