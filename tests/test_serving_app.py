@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Iterator
@@ -19,7 +18,6 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient
 
 from qa_finetune.inference.answerer import QuestionAnswerer
-from qa_finetune.modeling.batch_policy import CostProfile
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 
@@ -355,13 +353,3 @@ def test_the_default_wait_counts_arriving_requests_back_to_zero(answerer: Questi
         client.__exit__(None, None, None)
     fixed = AnswerService(answerer, ServeSettings(model_name="tiny", max_wait_ms=20))
     assert (fixed.batcher.arriving, fixed.batcher.max_wait) == (None, 0.02)
-
-
-def test_a_measured_profile_sizes_passes_but_keeps_no_window_out(
-    answerer: QuestionAnswerer,
-) -> None:
-    # Keeping long windows out of a pass by the measured forward costs made the served
-    # pipeline slower on a 2-core CPU (BENCHMARKS.md section 9): passes fill by length alone.
-    profile = CostProfile("tf", {128: {1: 0.1, 4: 0.16}, 384: {1: 0.2, 4: 0.75}})
-    measured = dataclasses.replace(answerer, profile=profile)
-    assert AnswerService(measured, ServeSettings(model_name="tiny")).batcher.cost is None
