@@ -48,6 +48,8 @@ sys.path.insert(0, str(ROOT))
 from bench._machine import machine_line  # noqa: E402
 
 HOST = "127.0.0.1"  # loopback only
+# The server's own count of its forward passes, their windows and their time.
+PASS_METRICS = ("qa_batch_windows_count", "qa_batch_windows_sum", "qa_forward_duration_seconds_sum")
 
 
 def load_pairs(path: Path, count: int) -> list[dict[str, str]]:
@@ -137,6 +139,16 @@ class Server:
         assert self.process is not None
         return cpu_seconds(self.process.pid)
 
+    def passes(self) -> tuple[float, float, float]:
+        """Forward passes so far, from ``/metrics``: (passes, windows, seconds in passes)."""
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        values = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in PASS_METRICS:
+                values[name] = float(value)
+        return tuple(values.get(name, 0.0) for name in PASS_METRICS)  # type: ignore[return-value]
+
     def stop(self) -> int:
         """SIGTERM, then the exit status (0 when it drained and stopped cleanly)."""
         assert self.process is not None
@@ -161,6 +173,7 @@ class Phase:
     answers: dict[int, Any] = field(default_factory=dict)
     server_cpu: float = 0.0  # CPU seconds the server used during the phase
     client_cpu: float = 0.0  # CPU seconds this process (the clients) used
+    passes: tuple[float, float, float] = (0.0, 0.0, 0.0)  # as Server.passes, in the phase
 
     @property
     def ok(self) -> int:
@@ -209,6 +222,7 @@ async def run_phase(
 ) -> Phase:
     """``count`` requests from ``phase.clients`` concurrent clients, pairs taken in order."""
     phase.rss_before = server.rss()
+    passes_before = server.passes()
     cpu_before = server.cpu(), time.process_time()
     next_index = done = 0
 
@@ -248,6 +262,7 @@ async def run_phase(
     phase.rss_after = server.rss()
     phase.server_cpu = server.cpu() - cpu_before[0]
     phase.client_cpu = time.process_time() - cpu_before[1]
+    phase.passes = tuple(b - a for a, b in zip(passes_before, server.passes(), strict=True))  # type: ignore[assignment]
     return phase
 
 
@@ -332,6 +347,19 @@ def cpu_per_question(phases: list[Phase]) -> tuple[float, float]:
     return server / answered * 1000, sum(p.client_cpu for p in phases) / answered * 1000
 
 
+def pass_line(name: str, phases: list[Phase]) -> str:
+    """Windows per forward pass and the share of the phases' time the model was running:
+    the rest the model waited (requests windowed, answers decoded, HTTP)."""
+    count, windows, busy = (sum(p.passes[i] for p in phases) for i in range(3))
+    seconds = sum(p.seconds for p in phases)
+    if not count or not seconds:
+        return f"{name}: no forward passes counted"
+    return (
+        f"{name}: {windows / count:.1f} windows per pass, {busy / count * 1000:.0f} ms each, "
+        f"the model running {busy / seconds:.0%} of the time"
+    )
+
+
 class Offline:
     """``QuestionAnswerer.answer_batch`` over all the questions at once, in this process, at
     several batch sizes: one pass per size each time it is called (while the servers idle).
@@ -405,6 +433,13 @@ async def batching_check(
     print(
         f"1 client p50: default server {p50[0]:.0f} ms, --max-batch 1 {p50[1]:.0f} ms: "
         f"{p50[0] / p50[1]:.2f}x (target <= 1.1x)"
+    )
+    print(
+        "passes at 32 clients: "
+        + "; ".join(
+            pass_line(batch_name(server.max_batch), phases)
+            for server, phases in zip(servers, busy, strict=True)
+        )
     )
     server_ms, client_ms = cpu_per_question(busy[0])
     print(
