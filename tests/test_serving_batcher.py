@@ -232,3 +232,54 @@ def test_a_job_cancelled_while_pooled_costs_no_forward_pass() -> None:
     assert forward.passes == [[10], [11], [20], [21]]
     assert batcher.skipped_windows == 2
     assert batcher.depth == 0
+
+
+def test_the_next_pass_runs_while_a_finished_job_is_still_decoding() -> None:
+    forward = Forward()
+    release = threading.Event()
+
+    def slow_decode(start: np.ndarray, end: np.ndarray) -> list[int]:
+        assert release.wait(timeout=10)
+        return rows_of(start, end)
+
+    batcher = MicroBatcher(forward, max_batch=1, max_wait=0).start()
+    slow = batcher.submit(job(1, 1), 3, slow_decode)
+    quick = batcher.submit(job(2, 1), 3, rows_of)
+    # The second job's pass does not wait for the first job's answers to be decoded.
+    deadline = time.monotonic() + 10
+    while forward.passes != [[1], [2]] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert forward.passes == [[1], [2]]
+    assert not slow.done()
+    release.set()
+    batcher.close()
+    # close() returns once every decode is done, in order.
+    assert slow.done() and quick.done()
+    assert (slow.result(), quick.result()) == ([1], [2])
+
+
+def test_a_job_cancelled_while_its_answers_wait_for_the_decoder_is_not_decoded() -> None:
+    release = threading.Event()
+    decoded: list[int] = []
+
+    def blocking(start: np.ndarray, end: np.ndarray) -> list[int]:
+        assert release.wait(timeout=10)
+        decoded.append(1)
+        return rows_of(start, end)
+
+    def counting(start: np.ndarray, end: np.ndarray) -> list[int]:
+        decoded.append(2)
+        return rows_of(start, end)
+
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=1, max_wait=0).start()
+    first = batcher.submit(job(1, 1), 3, blocking)
+    second = batcher.submit(job(2, 1), 3, counting)
+    deadline = time.monotonic() + 10
+    while len(forward.passes) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second.cancel()  # its logits are in, its decode has not begun: its caller went away
+    release.set()
+    batcher.close()
+    assert first.result() == [1]
+    assert decoded == [1]

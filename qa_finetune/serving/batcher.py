@@ -6,8 +6,9 @@ windows are waiting or the oldest job has waited ``max_wait`` seconds (with ``ar
 given: only while ``arriving()`` says more jobs are on their way, so a lone request never
 waits for company that is not coming). Each pass holds the oldest job and the pooled jobs
 nearest to it in window length (under load, passes of like-length windows that pad little)
-while they fit. The worker runs the shared ``forward`` once over the pass's windows, hands each job
-its own rows of logits and completes its future.
+while they fit. The worker runs the shared ``forward`` once over the pass's windows and hands
+each job its own rows of logits; a second thread decodes each finished job and completes its
+future, while the worker runs the next pass.
 A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
 so cancelling its future (the client went away, its deadline passed) drops the parts not yet
 run: no caller keeps the model for longer than one pass after it stops waiting.
@@ -77,9 +78,14 @@ class MicroBatcher:
         self._waiting = 0  # jobs submitted whose last part is not yet in a forward pass
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="qa-batcher", daemon=True)
+        # Jobs whose logits are all in, for the decoder thread: the worker goes on to the
+        # next forward pass instead of decoding a pass's answers one by one first.
+        self._decoding: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._decoder = threading.Thread(target=self._decode, name="qa-decoder", daemon=True)
 
     def start(self) -> MicroBatcher:
         self._thread.start()
+        self._decoder.start()
         return self
 
     @property
@@ -114,8 +120,13 @@ class MicroBatcher:
                 return
             self._closed = True
             self._queue.put(_STOP)
+        began = time.monotonic()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        self._decoding.put(_STOP)  # after the worker's last job
+        if self._decoder.is_alive():
+            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - began))
+            self._decoder.join(left)
 
     # ---------------------------------------------------------------------------------------
 
@@ -260,15 +271,24 @@ class MicroBatcher:
             row += part.size
             self._deliver(part, start[rows], end[rows])
 
-    @staticmethod
-    def _deliver(part: Part, start: np.ndarray, end: np.ndarray) -> None:
-        """Keep a part's logits; decode once the job's last part is in."""
+    def _deliver(self, part: Part, start: np.ndarray, end: np.ndarray) -> None:
+        """Keep a part's logits; hand the job to the decoder once its last part is in."""
         job = part.job
         if job.gone:
             return  # cancelled or failed meanwhile: nobody waits for the result
         try:
             if job.store(part.rows, start, end):
+                self._decoding.put(job)
+        except Exception as exc:
+            job.future.set_exception(exc)
+
+    def _decode(self) -> None:
+        """The decoder thread: each finished job's answers from its logits, in turn."""
+        while (job := self._decoding.get()) is not _STOP:
+            if job.gone:
+                continue  # cancelled meanwhile: nobody waits for the result
+            try:
                 assert job.logits is not None
                 job.future.set_result(job.decode(*job.logits))
-        except Exception as exc:  # one job's decode never fails the others
-            job.future.set_exception(exc)
+            except Exception as exc:  # one job's decode never fails the others
+                job.future.set_exception(exc)
