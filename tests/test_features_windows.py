@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,12 @@ from qa_finetune.features.labels import (
     prepare_eval_features,
     prepare_train_features,
 )
-from qa_finetune.features.windows import PreprocessError, window_spec
+from qa_finetune.features.windows import (
+    _IS_SPACE,
+    PreprocessError,
+    non_space_positions,
+    window_spec,
+)
 
 WORDS = [
     "river",
@@ -228,3 +234,31 @@ def test_windows_equal_the_tokenizers_own_pair_call(tokenizer: Any, left: bool) 
         context_id = spec.context_sequence_id
         mask = [sid == context_id for sid in expected.sequence_ids(i)]
         assert windows.is_context[i, : len(mask)].tolist() == mask
+
+
+def test_no_character_past_the_whitespace_table_is_whitespace() -> None:
+    # non_space_positions treats every code point past its table as not whitespace.
+    assert not any(chr(code).isspace() for code in range(len(_IS_SPACE), sys.maxunicode + 1))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "plain words",
+        "".join(chr(code) for code in range(0x3002) if chr(code).isspace()) + "x",
+        "a\u00a0b\u2009c\u3000d\u2028e\u0085f\tg\nh",
+        "emoji \U0001f600 and a lone \ud800 surrogate",
+        "\x1c\x1d\x1e\x1f end",
+    ],
+)
+def test_non_space_positions_match_str_isspace(text: str) -> None:
+    expected = [i for i, ch in enumerate(text) if not ch.isspace()]
+    assert non_space_positions(text).tolist() == expected
+
+
+@given(st.text())
+def test_non_space_positions_match_str_isspace_on_any_text(text: str) -> None:
+    expected = [i for i, ch in enumerate(text) if not ch.isspace()]
+    assert non_space_positions(text).tolist() == expected

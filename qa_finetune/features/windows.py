@@ -164,6 +164,20 @@ def _context_mask(
     return ordinary & (seen <= context_tokens)
 
 
+# Every character that ``str.isspace`` calls whitespace lies at or below U+3000 (the
+# ideographic space; a test checks all of Unicode), so a table one entry past it answers for a
+# whole text at once: a loop over the characters in Python took a third of the time of
+# windowing one short request.
+_IS_SPACE = np.array([chr(code).isspace() for code in range(0x3002)])
+
+
+def non_space_positions(text: str) -> np.ndarray:
+    """Indices of the characters of ``text`` that are not whitespace (as ``str.isspace``)."""
+    # UTF-32 gives one code point per character; a lone surrogate passes through as itself.
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return np.flatnonzero(~_IS_SPACE[np.minimum(codes, len(_IS_SPACE) - 1)])
+
+
 def _trim_whitespace(
     offsets: np.ndarray, is_context: np.ndarray, contexts: list[str], owner: np.ndarray
 ) -> np.ndarray:
@@ -180,7 +194,7 @@ def _trim_whitespace(
     lengths = np.array([len(c) for c in distinct], dtype=np.int64)
     base = np.concatenate([[0], np.cumsum(lengths)])[[where[contexts[o]] for o in owner]]
     text = "".join(distinct)
-    solid = np.flatnonzero(np.fromiter((not ch.isspace() for ch in text), bool, len(text)))
+    solid = non_space_positions(text)
     # For each character position: the first non-space at or after it, and the end of the
     # last non-space before it. Crossing into a neighbouring context is harmless: both are
     # clamped to the token's own span below.
