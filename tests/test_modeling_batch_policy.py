@@ -140,7 +140,6 @@ def test_each_length_gets_its_own_pass_size() -> None:
     assert batch_for_length(profile, 128) == 8
     assert batch_for_length(profile, 256) == 8  # 75 against 74: a tie, the larger wins
     assert batch_for_length(profile, 384) == 1  # 2 and 4 cost 13% more a window
-    assert batch_for_length(profile, 128, most=4) == 4
     # One size for all lengths is the smaller compromise: the sum per window is least at 4.
     assert choose_batch(profile) == 4
     assert serving_batch(profile) == 8

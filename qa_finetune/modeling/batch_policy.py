@@ -113,11 +113,11 @@ def choose_batch(profile: CostProfile, most: int | None = None) -> int:
     return max(b for b in sizes if profile.cost_per_window(b) <= best * (1 + TOLERANCE))
 
 
-def batch_for_length(profile: CostProfile, length: int, most: int | None = None) -> int:
+def batch_for_length(profile: CostProfile, length: int) -> int:
     """The pass size for windows padded to ``length`` tokens: as ``choose_batch``, from the
     cost per window at that length alone. On a CPU short windows batch well and long ones
     do not, so one size for all lengths is too small for the one or too big for the other."""
-    sizes = [b for b in profile.batches() if most is None or b <= most]
+    sizes = profile.batches()
     if not sizes:
         return 1
     per_window = {b: profile.estimate(b, length) / b for b in sizes}
@@ -125,9 +125,9 @@ def batch_for_length(profile: CostProfile, length: int, most: int | None = None)
     return max(b for b in sizes if per_window[b] <= best * (1 + TOLERANCE))
 
 
-def serving_batch(profile: CostProfile, most: int | None = None) -> int:
+def serving_batch(profile: CostProfile) -> int:
     """A server's largest pass: the pass size of the measured length that batches best."""
-    return max(batch_for_length(profile, length, most) for length in profile.seconds)
+    return max(batch_for_length(profile, length) for length in profile.seconds)
 
 
 def choose_backend(profiles: Mapping[str, CostProfile]) -> str:
