@@ -283,3 +283,19 @@ def test_a_job_cancelled_while_its_answers_wait_for_the_decoder_is_not_decoded()
     batcher.close()
     assert first.result() == [1]
     assert decoded == [1]
+
+
+def test_a_close_that_times_out_still_answers_the_pass_in_flight() -> None:
+    gate = threading.Event()
+    inner = Forward()
+
+    def gated(encoding: Mapping[str, Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        assert gate.wait(timeout=10)
+        return inner(encoding)
+
+    batcher = MicroBatcher(gated, max_batch=1, max_wait=0).start()
+    future = batcher.submit(job(7, 1), 3, rows_of)
+    batcher.close(timeout=0.05)  # gives up waiting: the pass is still held by the gate
+    gate.set()
+    # The worker finishes its pass after close() returned, and its job is still decoded.
+    assert future.result(timeout=10) == [7]

@@ -123,6 +123,8 @@ class MicroBatcher:
         began = time.monotonic()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if self._thread.is_alive():
+            return  # still running its last passes: the decoder stays for their jobs
         self._decoding.put(_STOP)  # after the worker's last job
         if self._decoder.is_alive():
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - began))
