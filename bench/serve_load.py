@@ -41,6 +41,7 @@ from typing import Any
 
 import aiohttp
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -142,11 +143,11 @@ class Server:
     def passes(self) -> tuple[float, float, float]:
         """Forward passes so far, from ``/metrics``: (passes, windows, seconds in passes)."""
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
-        values = {}
-        for line in text.splitlines():
-            name, _, value = line.partition(" ")
-            if name in PASS_METRICS:
-                values[name] = float(value)
+        values = {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
         return tuple(values.get(name, 0.0) for name in PASS_METRICS)  # type: ignore[return-value]
 
     def stop(self) -> int:
