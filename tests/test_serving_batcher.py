@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -234,6 +234,13 @@ def test_a_job_cancelled_while_pooled_costs_no_forward_pass() -> None:
     assert batcher.depth == 0
 
 
+def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:
+    """Poll ``condition`` until it holds or ``seconds`` pass (the caller asserts after)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_the_next_pass_runs_while_a_finished_job_is_still_decoding() -> None:
     forward = Forward()
     release = threading.Event()
@@ -246,9 +253,7 @@ def test_the_next_pass_runs_while_a_finished_job_is_still_decoding() -> None:
     slow = batcher.submit(job(1, 1), 3, slow_decode)
     quick = batcher.submit(job(2, 1), 3, rows_of)
     # The second job's pass does not wait for the first job's answers to be decoded.
-    deadline = time.monotonic() + 10
-    while forward.passes != [[1], [2]] and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: forward.passes == [[1], [2]])
     assert forward.passes == [[1], [2]]
     assert not slow.done()
     release.set()
@@ -275,10 +280,8 @@ def test_a_job_cancelled_while_its_answers_wait_for_the_decoder_is_not_decoded()
     batcher = MicroBatcher(forward, max_batch=1, max_wait=0).start()
     first = batcher.submit(job(1, 1), 3, blocking)
     second = batcher.submit(job(2, 1), 3, counting)
-    deadline = time.monotonic() + 10
-    while len(forward.passes) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    second.cancel()  # its logits are in, its decode has not begun: its caller went away
+    wait_until(lambda: len(forward.passes) == 2)
+    second.cancel()  # its pass has run, its decode has not begun: its caller went away
     release.set()
     batcher.close()
     assert first.result() == [1]
