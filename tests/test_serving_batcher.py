@@ -143,12 +143,16 @@ def test_a_cancelled_job_costs_no_forward_pass() -> None:
 
 
 @pytest.mark.parametrize(
-    ("max_batch", "max_wait", "message"),
-    [(0, 0.0, "max_batch must be at least 1, got 0"), (1, -1.0, "max_wait must not be negative")],
+    ("settings", "message"),
+    [
+        ({"max_batch": 0}, "max_batch must be at least 1, got 0"),
+        ({"max_wait": -1.0}, "max_wait must not be negative"),
+        ({"passes": 0}, "passes must be at least 1, got 0"),
+    ],
 )
-def test_bad_settings_are_refused(max_batch: int, max_wait: float, message: str) -> None:
+def test_bad_settings_are_refused(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        MicroBatcher(Forward(), max_batch=max_batch, max_wait=max_wait)
+        MicroBatcher(Forward(), **settings)
 
 
 def test_a_lone_job_does_not_wait_when_nothing_is_arriving() -> None:
@@ -302,3 +306,54 @@ def test_a_close_that_times_out_still_answers_the_pass_in_flight() -> None:
     gate.set()
     # The worker finishes its pass after close() returned, and its job is still decoded.
     assert future.result(timeout=10) == [7]
+
+
+def test_with_two_passes_two_forward_passes_run_at_once() -> None:
+    both_in = threading.Barrier(2, timeout=10)  # broken unless two passes meet inside forward
+    forward = Forward()
+
+    def meeting(encoding: Mapping[str, Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        both_in.wait()
+        return forward(encoding)
+
+    batcher = MicroBatcher(meeting, max_batch=1, max_wait=0, passes=2)
+    futures = [batcher.submit(job(k, 1), 3, rows_of) for k in (10, 20)]
+    batcher.start()
+    assert [f.result(timeout=20) for f in futures] == [[10], [20]]
+    batcher.close()
+    assert sorted(forward.passes) == [[10], [20]]
+
+
+def test_a_lone_job_is_shared_among_the_passes() -> None:
+    forward = Forward()
+    batcher = MicroBatcher(forward, max_batch=8, max_wait=0, passes=2).start()
+    assert batcher.submit(job(1, 5), 3, rows_of).result(timeout=10) == [1, 2, 3, 4, 5]
+    batcher.close()
+    assert sorted(forward.sizes) == [2, 3]  # halves, not one pass of 5 on one pass's cores
+
+
+@pytest.mark.parametrize("passes", [2, 3])
+def test_many_passes_at_once_give_every_job_its_own_rows(passes: int) -> None:
+    forward = Forward()
+
+    def slow(encoding: Mapping[str, Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        time.sleep(0.002)  # passes overlap, and parts of one job finish in any order
+        return forward(encoding)
+
+    batcher = MicroBatcher(slow, max_batch=4, max_wait=0.001, passes=passes).start()
+    sizes = [1 + (k * 7) % 9 for k in range(60)]  # 1 to 9 windows: some jobs in 3 parts
+    futures = [batcher.submit(job(1000 * k, size), 3, rows_of) for k, size in enumerate(sizes)]
+    results = [future.result(timeout=60) for future in futures]
+    batcher.close()
+    assert results == [[1000 * k + w for w in range(size)] for k, size in enumerate(sizes)]
+    assert sum(forward.sizes) == sum(sizes)  # every window ran exactly once
+    assert batcher.depth == 0
+
+
+def test_close_stops_every_pass_after_the_queued_jobs() -> None:
+    batcher = MicroBatcher(Forward(), max_batch=1, max_wait=0, passes=3)
+    futures = [batcher.submit(job(k, 1), 3, rows_of) for k in range(7)]
+    batcher.start()
+    batcher.close(timeout=30)
+    assert [f.result(timeout=0) for f in futures] == [[k] for k in range(7)]
+    assert not any(worker.is_alive() for worker in batcher._workers)

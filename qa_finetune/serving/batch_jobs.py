@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -40,6 +41,7 @@ class Job:
     started: bool = False
     rows_left: int = 0  # windows whose logits have not come back yet
     logits: tuple[np.ndarray, np.ndarray] | None = None
+    storing: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def size(self) -> int:
@@ -49,6 +51,11 @@ class Job:
     def gone(self) -> bool:
         """Cancelled, or already failed: its remaining parts are not worth a forward pass."""
         return self.future.abandoned or (self.started and self.future.done())
+
+    def parts(self, most: int) -> list[Part]:
+        """The job as queue entries of at most ``most`` windows each, in order."""
+        rows = range(0, self.size, most)
+        return [Part(self, slice(row, min(row + most, self.size))) for row in rows]
 
     def store(self, rows: slice, start: np.ndarray, end: np.ndarray) -> bool:
         """Keep one part's logits; True when the whole job's logits are in."""
@@ -88,3 +95,24 @@ class Part:
         """Its longest window, in tokens: what a pass holding it is padded to (at least);
         counted once, however many passes consider it."""
         return max(len(row) for row in self.column("input_ids"))
+
+
+def nearest_in_length(pool: Sequence[Part], room: int) -> list[Part]:
+    """The oldest part of ``pool`` (oldest first), then the others nearest to it in length
+    (the older first among equals) while they fit in ``room`` windows: windows of like length
+    pad little, as the length-sorted batches of offline prediction do. The oldest always
+    goes, so a part never waits behind more than the pool ahead of it. One part per job: a
+    job split for passes that run at once runs in as many of them."""
+    if not pool:
+        return []
+    anchor = pool[0]
+    parts, total, jobs = [anchor], anchor.size, {id(anchor.job)}
+    # sorted() is stable: among parts as near in length, the older comes first.
+    for part in sorted(pool[1:], key=lambda other: abs(other.length - anchor.length)):
+        if total == room:
+            break
+        if total + part.size <= room and id(part.job) not in jobs:
+            parts.append(part)
+            total += part.size
+            jobs.add(id(part.job))
+    return parts

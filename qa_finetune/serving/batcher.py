@@ -1,22 +1,20 @@
 """Micro-batching: windows of concurrent requests share one model forward pass.
 
 Callers window their own request (in their own thread) and ``submit`` the windows with a
-``decode`` function; one worker thread takes queued jobs into a pool until ``max_batch``
-windows are waiting or the oldest job has waited ``max_wait`` seconds (with ``arriving``
-given: only while ``arriving()`` says more jobs are on their way, so a lone request never
-waits for company that is not coming). Each pass holds the oldest job and the pooled jobs
-nearest to it in window length (under load, passes of like-length windows that pad little)
-while they fit. The worker runs the shared ``forward`` once over the pass's windows and hands
-each job its own rows of logits; a second thread decodes each finished job and completes its
-future, while the worker runs the next pass.
-A job longer than ``max_batch`` windows is queued as parts of at most ``max_batch`` windows,
-so cancelling its future (the client went away, its deadline passed) drops the parts not yet
-run: no caller keeps the model for longer than one pass after it stops waiting.
+``decode`` function. A worker thread takes queued jobs into a pool until ``max_batch`` windows
+wait or the oldest job has waited ``max_wait`` seconds (with ``arriving`` given: only while
+more jobs are on their way, so a lone request never waits for company that is not coming),
+runs ``forward`` once over a pass of the oldest job and the pooled jobs nearest to it in
+window length, and hands each job its rows of logits; a decoder thread decodes finished jobs
+and completes their futures meanwhile. With ``passes`` above 1, that many workers each run a
+pass at once (one chooses its pass while the others' run), and a job is split among them.
+A job is queued as parts of at most ``max_batch`` windows, so cancelling its future (the
+client went away, its deadline passed) drops the parts not yet run: no caller keeps the
+model for longer than one pass after it stops waiting.
 
 ``forward`` is any callable from window columns (``input_ids``, ``attention_mask``[,
 ``token_type_ids``] as lists of unpadded rows) to start/end logits ``[windows, longest]``:
-the TensorFlow model, an ONNX session, a stub in tests. Pure Python + NumPy: no TensorFlow
-and no web framework here.
+the TensorFlow model, an ONNX session, a stub in tests. No TensorFlow, no web framework here.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.serving.batch_jobs import Decode, Job, JobFuture, Part
+from qa_finetune.serving.batch_jobs import Decode, Job, JobFuture, Part, nearest_in_length
 
 Forward = Callable[[Mapping[str, Sequence[Any]]], tuple[np.ndarray, np.ndarray]]
 # called after every forward pass with (windows, jobs, seconds)
@@ -52,7 +50,7 @@ POOL_PASSES = 8
 
 
 class MicroBatcher:
-    """One worker thread that runs ``forward`` over the windows of many queued jobs at once."""
+    """Worker threads that run ``forward`` over the windows of many queued jobs at once."""
 
     def __init__(
         self,
@@ -61,9 +59,11 @@ class MicroBatcher:
         max_wait: float = 0.005,
         on_batch: BatchHook | None = None,
         arriving: Arriving | None = None,
+        passes: int = 1,
     ) -> None:
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        for name, value, least in (("max_batch", max_batch, 1), ("passes", passes, 1)):
+            if value < least:
+                raise ValueError(f"{name} must be at least {least}, got {value}")
         if max_wait < 0:
             raise ValueError(f"max_wait must not be negative, got {max_wait}")
         self.forward = forward
@@ -71,20 +71,28 @@ class MicroBatcher:
         self.max_wait = max_wait
         self.on_batch = on_batch
         self.arriving = arriving
+        self.passes = passes
         self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
         self._queue: queue.Queue[Any] = queue.Queue()
         self._pool: list[Part] = []  # taken from the queue, oldest first, not yet in a pass
         self._closed = False
+        self._stopping = False  # the stop entry was taken: finish the pool, then end
         self._waiting = 0  # jobs submitted whose last part is not yet in a forward pass
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="qa-batcher", daemon=True)
+        # One worker at a time chooses its pass: the pool and the stop flag are its alone.
+        self._choosing = threading.Lock()
+        self._workers = [
+            threading.Thread(target=self._run, name=f"qa-batcher-{number}", daemon=True)
+            for number in range(passes)
+        ]
         # Jobs whose logits are all in, for the decoder thread: the worker goes on to the
         # next forward pass instead of decoding a pass's answers one by one first.
         self._decoding: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._decoder = threading.Thread(target=self._decode, name="qa-decoder", daemon=True)
 
     def start(self) -> MicroBatcher:
-        self._thread.start()
+        for worker in self._workers:
+            worker.start()
         self._decoder.start()
         return self
 
@@ -101,10 +109,9 @@ class MicroBatcher:
         if job.size == 0:
             raise ValueError("a job needs at least one window")
         job.rows_left = job.size
-        parts = [
-            Part(job, slice(row, min(row + self.max_batch, job.size)))
-            for row in range(0, job.size, self.max_batch)
-        ]
+        # With passes in flight at once, a job of several windows is shared among them: a
+        # lone long request runs on all the cores, not on one pass's share.
+        parts = job.parts(min(self.max_batch, -(-job.size // self.passes)))
         with self._lock:
             if self._closed:
                 raise BatcherClosed("the server is shutting down")
@@ -114,28 +121,26 @@ class MicroBatcher:
         return job.future
 
     def close(self, timeout: float | None = None) -> None:
-        """Finish every job already queued, then stop the worker."""
+        """Finish every job already queued, then stop the workers."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._queue.put(_STOP)
         began = time.monotonic()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        if self._thread.is_alive():
-            return  # still running its last passes: the decoder stays for their jobs
-        self._decoding.put(_STOP)  # after the worker's last job
-        if self._decoder.is_alive():
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - began))
-            self._decoder.join(left)
-
-    # ---------------------------------------------------------------------------------------
+        for worker in self._workers:
+            worker.join(_left(timeout, began))
+        if any(worker.is_alive() for worker in self._workers):
+            return  # still running their last passes: the decoder stays for their jobs
+        self._decoding.put(_STOP)  # after the workers' last jobs
+        self._decoder.join(_left(timeout, began))
 
     def _run(self) -> None:
-        stopping = False
-        while not stopping or self._pool:
-            parts, stopping = self._gather(stopping)
+        while True:
+            with self._choosing:
+                if self._stopping and not self._pool:
+                    return
+                parts = self._start(self._gather())
             try:
                 self._run_parts(parts)
             except Exception as exc:  # the worker must outlive any failure
@@ -162,7 +167,8 @@ class MicroBatcher:
 
     def _skip(self, part: Part) -> None:
         """Drop a part of a cancelled job; a running one's future ends as cancelled."""
-        self.skipped_windows += part.size
+        with self._lock:
+            self.skipped_windows += part.size
         future = part.job.future
         if part.job.started and not future.done():
             future.set_exception(CancelledError("cancelled by its caller"))
@@ -171,22 +177,23 @@ class MicroBatcher:
         with self._lock:
             self._waiting -= jobs
 
-    def _gather(self, stopping: bool) -> tuple[list[Part], bool]:
+    def _gather(self) -> list[Part]:
         """The parts of one pass, chosen from the pool (``_select``) once everything already
         queued has joined it and, while it holds less than a pass, the oldest part's wait
         is over."""
         if not self._pool:
-            first = self._next(timeout=0 if stopping else None)
+            first = self._next(timeout=0 if self._stopping else None)
             if first is None:
-                return [], stopping
+                return []
             if first is _STOP:
-                return [], True
+                self._stopping = True
+                return []
             self._pool.append(first)
         pooled = sum(part.size for part in self._pool)
         deadline = self._pool[0].job.queued_at + self.max_wait
         while pooled < self.max_batch * POOL_PASSES:
             wait = 0.0
-            if not stopping and pooled < self.max_batch:
+            if not self._stopping and pooled < self.max_batch:
                 wait = max(0.0, deadline - time.monotonic())
                 if self.arriving is not None and self.arriving() == 0:
                     wait = 0.0  # nothing is on its way: take what is queued and go
@@ -194,41 +201,29 @@ class MicroBatcher:
             if entry is None:
                 break
             if entry is _STOP:
-                stopping = True
+                self._stopping = True
                 continue
             self._pool.append(entry)
             pooled += entry.size
-        return self._select(), stopping
+        return self._select()
 
     def _select(self) -> list[Part]:
-        """The oldest pooled part, then the others nearest to it in length (the older first
-        among equals) while they fit in ``max_batch``: windows of like length pad little, as
-        the length-sorted batches of offline prediction do. The oldest always goes, so a part
-        never waits behind more than the pool ahead of it."""
+        """The next pass from the pool (``nearest_in_length``), after dropping the parts of
+        jobs cancelled meanwhile."""
         live = []
         for part in self._pool:  # one look per part: a job may be cancelled meanwhile
             if part.job.gone:
                 self._drop(part)
             else:
                 live.append(part)
-        self._pool = live
-        if not self._pool:
-            return []
-        anchor = self._pool[0]
-        parts, total = [anchor], anchor.size
-        # sorted() is stable: among parts as near in length, the older comes first.
-        for part in sorted(self._pool[1:], key=lambda other: abs(other.length - anchor.length)):
-            if total == self.max_batch:
-                break
-            if total + part.size <= self.max_batch:
-                parts.append(part)
-                total += part.size
+        parts = nearest_in_length(live, self.max_batch)
         chosen = {id(part) for part in parts}
-        self._pool = [part for part in self._pool if id(part) not in chosen]
+        self._pool = [part for part in live if id(part) not in chosen]
         return parts
 
-    def _run_parts(self, parts: list[Part]) -> None:
-        """One forward pass for all; if it fails, each part alone, so only the bad job fails."""
+    def _start(self, parts: list[Part]) -> list[Part]:
+        """The parts whose jobs still want them, each job marked running (by one worker: a
+        job's parts may run in two passes at once)."""
         self._taken(sum(part.last for part in parts))
         live = []
         for part in parts:
@@ -241,7 +236,12 @@ class MicroBatcher:
             elif job.started:
                 self._skip(part)
             else:
-                self.skipped_windows += part.size
+                with self._lock:
+                    self.skipped_windows += part.size
+        return live
+
+    def _run_parts(self, live: list[Part]) -> None:
+        """One forward pass for all; if it fails, each part alone, so only the bad job fails."""
         if not live:
             return
         try:
@@ -279,7 +279,9 @@ class MicroBatcher:
         if job.gone:
             return  # cancelled or failed meanwhile: nobody waits for the result
         try:
-            if job.store(part.rows, start, end):
+            with job.storing:  # its other parts may come back from another pass at once
+                whole = job.store(part.rows, start, end)
+            if whole:
                 self._decoding.put(job)
         except Exception as exc:
             job.future.set_exception(exc)
@@ -294,3 +296,8 @@ class MicroBatcher:
                 job.future.set_result(job.decode(*job.logits))
             except Exception as exc:  # one job's decode never fails the others
                 job.future.set_exception(exc)
+
+
+def _left(timeout: float | None, began: float) -> float | None:
+    """What is left of ``timeout`` seconds counted from ``began`` (None: no limit)."""
+    return None if timeout is None else max(0.0, timeout - (time.monotonic() - began))
