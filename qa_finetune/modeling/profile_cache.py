@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from qa_finetune.modeling.batch_policy import CostProfile
+from qa_finetune.modeling.cpu_threads import threads_per_pass, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +56,6 @@ def _version(package: str) -> str:
         return "none"
 
 
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def profile_key(
     model_dir: Path, backend: str, lengths: Sequence[int], model_file: str = ""
 ) -> dict[str, object]:
@@ -76,7 +70,8 @@ def profile_key(
         "model_file": model_file,
         "lengths": list(lengths),
         "cpu": cpu_model(),
-        "cores": _usable_cores(),
+        "cores": usable_cores(),
+        "threads_per_pass": threads_per_pass(),
         "host": platform.node(),
         "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "unset"),
         "qa_finetune": __version__,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.extras import require
+from qa_finetune.modeling.cpu_threads import threads_per_pass
 from qa_finetune.modeling.formats.base import OUTPUT_NAMES, ExportFormat, input_names
 
 if TYPE_CHECKING:
@@ -130,17 +131,6 @@ def write(model: Any, tokenizer: Any, staging: Path, quantize: str | None = None
     return files
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity; ONNX Runtime's own default counts the
-    machine's physical cores, more than a container or ``taskset`` may allow)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def session_options(ort: Any, threads: int | None = None) -> Any:
     """Session options for answering on a CPU shared with other work.
 
@@ -149,7 +139,7 @@ def session_options(ort: Any, threads: int | None = None) -> Any:
     needs (bench/onnx_session.py: 435 -> 322 ms per window on a loaded 2-core AMD EPYC).
     """
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or usable_cores()
+    options.intra_op_num_threads = threads or threads_per_pass()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return options

@@ -1,0 +1,62 @@
+"""How a process shares its CPU cores among forward passes that run at once.
+
+A server can keep more than one forward pass in flight. On a CPU, each pass then gets its
+share of the cores as its own threads: two passes of one thread each on two cores ran 20%
+more windows per second than one pass of two threads (BENCHMARKS.md section 9), since a
+pass's threads wait at every operator for the slowest of them, and the Python work between
+passes (gathering, padding) no longer leaves the cores idle. More threads than cores
+(two passes of two threads each) ran slower than one pass.
+
+TensorFlow fixes its thread pools when it first runs an operation, so the share is set
+once, at start-up, before any model is loaded; ONNX Runtime sessions read it when opened.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+log = logging.getLogger(__name__)
+
+# Threads each forward pass may use; None: all usable cores (one pass at a time).
+_threads_per_pass: int | None = None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity: a container or ``taskset`` may allow
+    fewer than the machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_passes(cores: int | None = None) -> int:
+    """Passes in flight when none is asked for: two wherever there are cores to share."""
+    return 2 if (cores or usable_cores()) >= 2 else 1
+
+
+def threads_per_pass() -> int:
+    """The threads one forward pass may use (all usable cores unless shared out)."""
+    return _threads_per_pass or usable_cores()
+
+
+def share_cores(passes: int) -> int:
+    """Give each of ``passes`` forward passes an equal share of the usable cores (at least
+    one thread each); returns the threads per pass. TensorFlow takes the share only when it
+    has not run yet in this process: otherwise it keeps its pools, and that is logged."""
+    global _threads_per_pass
+    threads = max(1, usable_cores() // passes)
+    _threads_per_pass = threads
+    if "tensorflow" not in sys.modules:
+        # Read when TensorFlow starts, should the model turn out to need it.
+        os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
+        return threads
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:  # started already (a test process, a model loaded before)
+        log.warning("TensorFlow has started already: its passes keep their threads")
+    return threads
