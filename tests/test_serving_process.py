@@ -18,6 +18,7 @@ from serve_helpers import free_port, get, post, start_server, wait_ready
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
+from qa_finetune.modeling.cpu_threads import usable_cores
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -66,7 +67,7 @@ def test_the_server_says_ready_and_logs_each_request_once(tiny_model_dir: Path) 
     id, the id echoed, no 404 for the browser's favicon request."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    process = start_server(tiny_model_dir, port, "--access-log")
+    process = start_server(tiny_model_dir, port, "--access-log", "--passes", "2")
     try:
         wait_ready(base, process)
         request = urllib.request.Request(
@@ -94,6 +95,10 @@ def test_the_server_says_ready_and_logs_each_request_once(tiny_model_dir: Path) 
         rf"INFO: +Ready: {re.escape(base)} \(model {re.escape(tiny_model_dir.name)}, backend tf\)",
         lines[ready[0]],
     )
+    threads = max(1, usable_cores() // 2)
+    assert re.search(
+        rf"serving with --max-batch \d+, --passes 2 \({threads} threads? each\)", output
+    ), output
     listening = next(n for n, line in enumerate(lines) if "Uvicorn running on" in line)
     assert listening < ready[0]
     answered = [line for line in lines if "deploy-check-1" in line]
@@ -124,6 +129,7 @@ def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> No
         (["--max-batch", "0"], "--max-batch must be 1 to 4096 windows, got 0"),
         (["--max-context-chars", "0"], "--max-context-chars must be at least 1, got 0"),
         (["--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--passes", "0"], "--passes must be 1 to 64, got 0"),
         (["--port", "70000"], "--port must be 1 to 65535, got 70000"),
         (["--max-queue", "-1"], "--max-queue must be 0 (no bound) or more, got -1"),
         (

@@ -19,6 +19,13 @@ MaxBatchOption = Annotated[
         "machine, cached; 1 where batching does not pay)."
     ),
 ]
+PassesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Forward passes in flight at once, the CPU cores shared out among them "
+        "(default: 2 where there are 2 cores or more, else 1)."
+    ),
+]
 HostOption = Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
 PortOption = Annotated[int, typer.Option(help="TCP port.")]
 ServeBackendOption = Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")]
@@ -78,6 +85,7 @@ def serve(
     port: PortOption = 8000,
     backend: ServeBackendOption = "auto",
     max_batch: MaxBatchOption = None,
+    passes: PassesOption = None,
     max_wait_ms: MaxWaitOption = None,
     max_context_chars: MaxContextOption = 100_000,
     workers: WorkersOption = 1,
@@ -107,6 +115,7 @@ def serve(
             port=port,
             backend=backend,
             max_batch=max_batch,
+            passes=passes,
             max_wait_ms=max_wait_ms,
             max_context_chars=max_context_chars,
             workers=workers,

@@ -148,13 +148,22 @@ def load_answerer(
 
 def build_app(reference: str, backend: str, settings: Any, quantized: bool = False) -> Any:
     """Load the model and wrap it in the app (what each worker process does)."""
+    from qa_finetune.modeling.cpu_threads import default_passes, share_cores
     from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.service import AnswerService
 
+    passes = settings.passes or default_passes()
+    threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
-    settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size)
-    log.info("serving with --max-batch %d", settings.max_batch)
+    settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
+    log.info(
+        "serving with --max-batch %d, --passes %d (%d thread%s each)",
+        settings.max_batch,
+        passes,
+        threads,
+        "" if threads == 1 else "s",
+    )
     return create_app(AnswerService(answerer, settings), resolve_model_dir(reference))
 
 
@@ -181,6 +190,7 @@ def serve(
     max_wait_ms: float | None = None,
     max_context_chars: int = 100_000,
     workers: int = 1,
+    passes: int | None = None,
     access_log: bool = True,
     max_windows_per_request: int = 256,
     request_timeout: float = 60.0,
@@ -200,6 +210,7 @@ def serve(
     settings = ServeSettings(
         model_name=model_name(reference),
         max_batch=max_batch,
+        passes=passes,
         max_wait_ms=max_wait_ms,
         max_context_chars=max_context_chars,
         max_windows_per_request=max_windows_per_request,

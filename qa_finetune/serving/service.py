@@ -40,6 +40,9 @@ class ServeSettings:
     # Windows per forward pass; None until the model is loaded: then the size measured
     # fastest on this machine (serving/command.build_app).
     max_batch: int | None = 32
+    # Forward passes in flight at once, each with its share of the cores; None: as many as
+    # modeling.cpu_threads.default_passes gives (serving/command.build_app).
+    passes: int | None = 1
     # Longest wait for other requests to share a forward pass. None: at most
     # ADAPTIVE_WAIT_MS, and only while other admitted requests are still being windowed; a
     # number: that wait, whether or not anything is coming.
@@ -63,6 +66,8 @@ def check_settings(settings: ServeSettings) -> None:
     """Raise ``ValueError`` naming the option when a setting is out of range."""
     if settings.max_batch is not None and not 1 <= settings.max_batch <= 4096:
         raise ValueError(f"--max-batch must be 1 to 4096 windows, got {settings.max_batch}")
+    if settings.passes is not None and not 1 <= settings.passes <= 64:
+        raise ValueError(f"--passes must be 1 to 64, got {settings.passes}")
     if settings.max_wait_ms is not None and not 0 <= settings.max_wait_ms <= 60_000:
         raise ValueError(f"--max-wait-ms must be 0 to 60000, got {settings.max_wait_ms}")
     if settings.max_context_chars < 1:
@@ -143,6 +148,7 @@ class AnswerService:
             max_wait=(ADAPTIVE_WAIT_MS if adaptive else settings.max_wait_ms) / 1000,
             on_batch=on_batch,
             arriving=(lambda: self.arriving) if adaptive else None,
+            passes=settings.passes or 1,
             # Passes fill up to max_batch with the windows nearest in length: keeping
             # windows out of a pass by the measured forward costs made the served
             # pipeline slower (BENCHMARKS.md section 9): a pass costs it more than the model's
