@@ -92,6 +92,7 @@ class Server:
     model: str
     max_batch: int | None  # None: the server's default (the batch size it measures)
     max_wait_ms: float | None  # None: the server's default (adaptive) wait
+    in_flight: int | None = None  # --passes; None: the server's default
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
@@ -112,6 +113,7 @@ class Server:
             str(self.port),
             *(["--max-batch", str(self.max_batch)] if self.max_batch is not None else []),
             *(["--max-wait-ms", str(self.max_wait_ms)] if self.max_wait_ms is not None else []),
+            *(["--passes", str(self.in_flight)] if self.in_flight is not None else []),
             "--no-access-log",
         ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -306,10 +308,10 @@ def batch_name(max_batch: int | None) -> str:
 
 
 def chosen_batch(log: Path) -> str:
-    """The ``--max-batch`` a server logged at start-up, or "?"."""
+    """The ``--max-batch`` and ``--passes`` a server logged at start-up, or "?"."""
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         if "serving with --max-batch" in line:
-            return line.rsplit(" ", 1)[-1]
+            return line.split("serving with ", 1)[1].strip()
     return "?"
 
 
@@ -349,15 +351,16 @@ def cpu_per_question(phases: list[Phase]) -> tuple[float, float]:
 
 
 def pass_line(name: str, phases: list[Phase]) -> str:
-    """Windows per forward pass and the share of the phases' time the model was running:
-    the rest the model waited (requests windowed, answers decoded, HTTP)."""
+    """Windows per forward pass and how many passes ran on average over the phases' time:
+    up to ``--passes``; the rest of the time the model waited (requests windowed, answers
+    decoded, HTTP)."""
     count, windows, busy = (sum(p.passes[i] for p in phases) for i in range(3))
     seconds = sum(p.seconds for p in phases)
     if not count or not seconds:
         return f"{name}: no forward passes counted"
     return (
         f"{name}: {windows / count:.1f} windows per pass, {busy / count * 1000:.0f} ms each, "
-        f"the model running {busy / seconds:.0%} of the time"
+        f"{busy / seconds:.2f} passes running on average"
     )
 
 
@@ -454,8 +457,8 @@ async def main_async(args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.time_cap
     pairs = load_pairs(Path(args.data), args.questions)
     logs = Path(tempfile.mkdtemp(prefix="serve-load-"))
-    batched = Server(args.model, args.max_batch, args.max_wait_ms)
-    single = Server(args.model, 1, args.max_wait_ms)
+    batched = Server(args.model, args.max_batch, args.max_wait_ms, args.passes)
+    single = Server(args.model, 1, args.max_wait_ms, args.passes)
     batched.start(logs / "batched.log")
     try:
         # One at a time: the default server may time its forward passes at start-up (its batch
@@ -489,7 +492,7 @@ async def measure_servers(
     print(f"model {args.model}; {len(pairs)} SQuAD dev questions; server logs in {logs}")
     print(
         f"server RSS after warm-up: {batched.rss():.0f} MiB ({batch_name(args.max_batch)}: "
-        f"--max-batch {chosen_batch(logs / 'batched.log')})\n"
+        f"{chosen_batch(logs / 'batched.log')})\n"
     )
     print(HEADER)
     kept: dict[int, Any] = {}
@@ -553,6 +556,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--max-wait-ms", type=float, default=None, help="default: the server's own (adaptive)"
+    )
+    parser.add_argument(
+        "--passes", type=int, default=None, help="Both servers' --passes (default: their own)."
     )
     parser.add_argument(
         "--ready-timeout", type=float, default=900, help="Seconds for a server to load."
