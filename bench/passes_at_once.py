@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
 
-SETTINGS = ((1, 0), (2, 0), (2, 1))  # (passes, threads per pass; 0: TensorFlow's default)
+SETTINGS = ((1, 0), (1, 1), (2, 0), (2, 1))  # (passes, threads per pass; 0: all cores)
 
 
 def measure(args: argparse.Namespace) -> dict[str, float]:

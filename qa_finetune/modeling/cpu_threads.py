@@ -1,11 +1,11 @@
 """How a process shares its CPU cores among forward passes that run at once.
 
 A server can keep more than one forward pass in flight. On a CPU, each pass then gets its
-share of the cores as its own threads: two passes of one thread each on two cores ran 20%
+share of the cores as its own threads: on two cores, two passes of one thread each ran 34%
 more windows per second than one pass of two threads (BENCHMARKS.md section 9), since a
 pass's threads wait at every operator for the slowest of them, and the Python work between
-passes (gathering, padding) no longer leaves the cores idle. More threads than cores
-(two passes of two threads each) ran slower than one pass.
+passes (gathering, padding) no longer leaves the cores idle. The price: a pass alone runs
+on its share only (one window alone took 39% longer on one thread than on two).
 
 TensorFlow fixes its thread pools when it first runs an operation, so the share is set
 once, at start-up, before any model is loaded; ONNX Runtime sessions read it when opened.
