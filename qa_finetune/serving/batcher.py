@@ -1,20 +1,17 @@
 """Micro-batching: windows of concurrent requests share one model forward pass.
 
-Callers window their own request (in their own thread) and ``submit`` the windows with a
-``decode`` function. A worker thread takes queued jobs into a pool until ``max_batch`` windows
-wait or the oldest job has waited ``max_wait`` seconds (with ``arriving`` given: only while
-more jobs are on their way, so a lone request never waits for company that is not coming),
-runs ``forward`` once over a pass of the oldest job and the pooled jobs nearest to it in
-window length, and hands each job its rows of logits; a decoder thread decodes finished jobs
-and completes their futures meanwhile. With ``passes`` above 1, that many workers each run a
-pass at once (one chooses its pass while the others' run), and a job is split among them.
-A job is queued as parts of at most ``max_batch`` windows, so cancelling its future (the
-client went away, its deadline passed) drops the parts not yet run: no caller keeps the
-model for longer than one pass after it stops waiting.
-
-``forward`` is any callable from window columns (``input_ids``, ``attention_mask``[,
-``token_type_ids``] as lists of unpadded rows) to start/end logits ``[windows, longest]``:
-the TensorFlow model, an ONNX session, a stub in tests. No TensorFlow, no web framework here.
+Callers window their own request and ``submit`` its windows with a ``decode`` function. A
+worker thread pools queued jobs until ``max_batch`` windows wait or the oldest has waited
+``max_wait`` seconds (given ``arriving``: only while more jobs are on their way, so a lone
+request never waits for company that is not coming), runs ``forward`` once over the oldest
+job and the pooled jobs nearest to it in window length, and hands each job its rows of
+logits; a decoder thread decodes finished jobs meanwhile. ``passes`` workers each run a pass
+at once (one chooses its pass while the others' run); a job is split among them, in parts
+of at most ``max_batch`` windows, so cancelling its future (the client went away, its
+deadline passed) drops the parts not yet run: no caller keeps the model for longer than one
+pass after it stops waiting. ``forward`` is any callable from window columns
+(``input_ids``, ``attention_mask``[, ``token_type_ids``] as lists of unpadded rows) to
+start/end logits ``[windows, longest]``: the TensorFlow model, an ONNX session, a stub.
 """
 
 from __future__ import annotations
@@ -127,13 +124,13 @@ class MicroBatcher:
                 return
             self._closed = True
             self._queue.put(_STOP)
-        began = time.monotonic()
+        end = None if timeout is None else time.monotonic() + timeout
         for worker in self._workers:
-            worker.join(_left(timeout, began))
+            _join_by(worker, end)
         if any(worker.is_alive() for worker in self._workers):
             return  # still running their last passes: the decoder stays for their jobs
         self._decoding.put(_STOP)  # after the workers' last jobs
-        self._decoder.join(_left(timeout, began))
+        _join_by(self._decoder, end)
 
     def _run(self) -> None:
         while True:
@@ -298,6 +295,6 @@ class MicroBatcher:
                 job.future.set_exception(exc)
 
 
-def _left(timeout: float | None, began: float) -> float | None:
-    """What is left of ``timeout`` seconds counted from ``began`` (None: no limit)."""
-    return None if timeout is None else max(0.0, timeout - (time.monotonic() - began))
+def _join_by(thread: threading.Thread, end: float | None) -> None:
+    """Wait for ``thread`` until the ``time.monotonic()`` instant ``end`` (None: no limit)."""
+    thread.join(None if end is None else max(0.0, end - time.monotonic()))
