@@ -6,7 +6,8 @@
 SQuAD dev questions with their own contexts are sent to a real server process on 127.0.0.1
 (nothing else is ever addressed) by 1, 8, 32 and 64 concurrent clients: questions/s, latency
 percentiles, errors and the server's RSS. The server runs with its default batch size (the
-one it measures on this machine) unless ``--max-batch`` is given. The same requests at 32
+one it measures on this machine) unless ``--max-batch`` is given, and its default
+``--passes`` unless ``--passes`` is given (to both servers). The same requests at 32
 clients, then at 1 client, go to it and to a second server with ``--max-batch 1`` (rounds
 alternate between the two servers, so machine noise hits both alike), and
 ``QuestionAnswerer.answer_batch`` answers them offline in this process at several batch

@@ -201,6 +201,8 @@ def test_two_workers_share_the_port_answer_alike_and_stop_on_sigterm(
             rf"Ready: {re.escape(base)} \(model .+, backend tf\) \[worker (\d+)\]", output
         )
         assert {int(pid) for pid in ready} == pids
+        # Worker processes run side by side already: each one pass, unless --passes says.
+        assert len(re.findall(r"serving with --max-batch \d+, --passes 1 \(", output)) == 2
     finally:
         if process.poll() is None:
             process.kill()

@@ -210,7 +210,8 @@ def serve(
     settings = ServeSettings(
         model_name=model_name(reference),
         max_batch=max_batch,
-        passes=passes,
+        # Worker processes already run their passes side by side: one each unless asked.
+        passes=1 if passes is None and workers > 1 else passes,
         max_wait_ms=max_wait_ms,
         max_context_chars=max_context_chars,
         max_windows_per_request=max_windows_per_request,
