@@ -69,7 +69,9 @@ class MicroBatcher:
         self.on_batch = on_batch
         self.arriving = arriving
         self.passes = passes
-        self.skipped_windows = 0  # windows dropped unrun because their job was cancelled
+        # Windows dropped unrun because their job was cancelled: counted only by the worker
+        # choosing a pass (it holds ``_choosing``), so no lock of its own.
+        self.skipped_windows = 0
         self._queue: queue.Queue[Any] = queue.Queue()
         self._pool: list[Part] = []  # taken from the queue, oldest first, not yet in a pass
         self._closed = False
@@ -164,8 +166,7 @@ class MicroBatcher:
 
     def _skip(self, part: Part) -> None:
         """Drop a part of a cancelled job; a running one's future ends as cancelled."""
-        with self._lock:
-            self.skipped_windows += part.size
+        self.skipped_windows += part.size
         future = part.job.future
         if part.job.started and not future.done():
             future.set_exception(CancelledError("cancelled by its caller"))
@@ -233,8 +234,7 @@ class MicroBatcher:
             elif job.started:
                 self._skip(part)
             else:
-                with self._lock:
-                    self.skipped_windows += part.size
+                self.skipped_windows += part.size
         return live
 
     def _run_parts(self, live: list[Part]) -> None:
