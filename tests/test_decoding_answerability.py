@@ -49,7 +49,7 @@ def test_answerable_questions_are_scored_on_their_best_span_even_when_abstaining
             "n1": nbest("cat"),
             "n2": nbest("a dog"),
         },
-        null_score_diff={"a1": 2.0, "a2": -1.0, "n1": 3.0},  # n2 had no window: +inf
+        no_answer_score={"a1": 2.0, "a2": -1.0, "n1": 3.0},  # n2 had no window: +inf
     )
     references = {"a1": ["Paris"], "a2": ["the red fox jumped"], "n1": [], "n2": [""]}
     scores = answerability(predictions, references)
@@ -60,6 +60,6 @@ def test_answerable_questions_are_scored_on_their_best_span_even_when_abstaining
 
 
 def test_one_kind_of_question_gives_only_what_it_can() -> None:
-    predictions = Predictions(answers={"a": "x"}, nbest={"a": nbest("x")}, null_score_diff={})
+    predictions = Predictions(answers={"a": "x"}, nbest={"a": nbest("x")}, no_answer_score={})
     assert set(answerability(predictions, {"a": ["x"]})) == {"HasAns_f1_answering_all"}
     assert answerability(predictions, {"n": []}) == {}

@@ -26,12 +26,12 @@ def _case(seed: int, questions: int = 40) -> tuple[Predictions, dict[str, list[s
         references[qid] = [] if rng.random() < 0.5 else [rng.choice(WORDS)]
         if rng.random() < 0.1:
             predictions.nbest[qid] = []  # no valid span
-            predictions.null_score_diff[qid] = math.inf
+            predictions.no_answer_score[qid] = math.inf
             continue
         span = rng.choice(WORDS)
         predictions.nbest[qid] = [{"text": span, "start": 0, "end": len(span), "score": 1.0}]
         # Coarse values, so that some questions share a difference.
-        predictions.null_score_diff[qid] = round(rng.uniform(-6, 6), 0)
+        predictions.no_answer_score[qid] = round(rng.uniform(-6, 6), 0)
     return predictions, references
 
 
@@ -40,7 +40,7 @@ def _f1_at(threshold: float, predictions: Predictions, references: dict) -> floa
     answers = {}
     for qid in references:
         nbest = predictions.nbest[qid]
-        diff = predictions.null_score_diff[qid]
+        diff = predictions.no_answer_score[qid]
         answers[qid] = "" if not nbest or abstains(diff, threshold) else nbest[0]["text"]
     return squad_v2(answers, references)["f1"]
 
@@ -49,7 +49,7 @@ def _f1_at(threshold: float, predictions: Predictions, references: dict) -> floa
 def test_the_chosen_threshold_scores_the_best_f1_of_every_threshold(seed: int) -> None:
     predictions, references = _case(seed)
     threshold, f1 = tune_no_answer_threshold(predictions, references)
-    finite = sorted({d for d in predictions.null_score_diff.values() if math.isfinite(d)})
+    finite = sorted({d for d in predictions.no_answer_score.values() if math.isfinite(d)})
     grid = [finite[0] - 1] + finite + [(a + b) / 2 for a, b in itertools.pairwise(finite)]
     best = max(_f1_at(t, predictions, references) for t in [*grid, finite[-1] + 1])
     assert f1 == pytest.approx(best, abs=1e-9)
@@ -63,7 +63,7 @@ def test_abstaining_on_every_question_gives_a_threshold_below_every_difference()
         qid = f"q{i}"
         references[qid] = []  # all unanswerable: abstaining is right everywhere
         predictions.nbest[qid] = [{"text": "red", "start": 0, "end": 3, "score": 1.0}]
-        predictions.null_score_diff[qid] = diff
+        predictions.no_answer_score[qid] = diff
     threshold, f1 = tune_no_answer_threshold(predictions, references)
     assert f1 == 100.0
     assert threshold < -3.0  # the official search would say 0.0, which answers two of them
@@ -76,7 +76,7 @@ def test_answering_every_question_gives_a_threshold_above_every_difference() -> 
         qid = f"q{i}"
         references[qid] = ["red"]
         predictions.nbest[qid] = [{"text": "red", "start": 0, "end": 3, "score": 1.0}]
-        predictions.null_score_diff[qid] = diff
+        predictions.no_answer_score[qid] = diff
     threshold, f1 = tune_no_answer_threshold(predictions, references)
     assert (threshold, f1) == (5.0, 100.0)
 
@@ -89,7 +89,7 @@ def test_equal_f1_takes_the_threshold_nearest_zero_halfway_between_differences()
     for qid, diff, gold, span in rows:
         references[qid] = gold
         predictions.nbest[qid] = [{"text": span, "start": 0, "end": 1, "score": 1.0}]
-        predictions.null_score_diff[qid] = diff
+        predictions.no_answer_score[qid] = diff
     threshold, f1 = tune_no_answer_threshold(predictions, references)
     assert threshold == 3.0 and f1 == 100.0
 

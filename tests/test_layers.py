@@ -22,6 +22,7 @@ LAYERS = {
     "errors": 0,
     "config": 0,
     "config_sections": 0,
+    "config_sources": 0,
     "config_parent": 0,
     "config_values": 0,
     "files": 0,

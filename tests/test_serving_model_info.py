@@ -57,6 +57,7 @@ def test_the_route_describes_a_run_model(tiny_model_dir: Path, tmp_path: Path) -
         "n_best": 3,
         "max_answer_length": 7,
         "no_answer_threshold": 1.5,
+        "no_answer_rule": "null_gap",
         "version": qa_finetune.__version__,
     }
     assert "/v1/model" in TestClient(app).get("/openapi.json").json()["paths"]

@@ -9,6 +9,7 @@ Reading the formats is ``data/records``; keeping, repairing and counting example
 from __future__ import annotations
 
 import atexit
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -28,6 +29,8 @@ from qa_finetune.data.record_stream import stream_records
 from qa_finetune.data.records import DataError, hub_records
 from qa_finetune.data.validation import SplitReport, iter_validated
 from qa_finetune.files import check_file
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -111,6 +114,33 @@ def _raw_splits(
     return raw, sources
 
 
+def _with_negatives(
+    examples: Any, target: Path, fraction: float, seed: int, source: str, required: bool
+) -> Any:
+    """``examples`` with question-level negatives added (``data/question_negatives``), written
+    to ``target``. ``required`` (training data): no document of two paragraphs is an error;
+    other data is then kept as it is, with a note."""
+    from qa_finetune.data.question_negatives import no_documents_error, question_negatives
+
+    negatives, report = question_negatives(examples, fraction, seed)
+    if not report.eligible:
+        if required:
+            raise no_documents_error(source)
+        log.info("%s: no document with two paragraphs, so no question-level negatives", source)
+        return examples
+    write_examples(chain(iter(examples), negatives), target)
+    log.info(
+        "%s: %d question-level negatives added (%d of %d answerable questions chosen; %d had no "
+        "paragraph free of their answers)",
+        source,
+        report.made,
+        report.chosen,
+        report.eligible,
+        report.no_clean_passage,
+    )
+    return open_examples(target)
+
+
 def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) -> LoadedData:
     """Load, validate and split the configured data into ``train`` and ``validation``.
 
@@ -143,6 +173,13 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
     for name, limit in limits.items():
         if limit is not None and name in splits and limit < len(splits[name]):
             splits[name] = splits[name].select(range(limit))
+    if config.question_negatives > 0:
+        for name in list(splits):
+            target = work_dir / f"{name}-with-negatives.arrow"
+            fraction, required = config.question_negatives, name == "train"
+            splits[name] = _with_negatives(
+                splits[name], target, fraction, seed, sources[name], required
+            )
 
     for name, examples in splits.items():
         report = reports.get(name) or reports["train"]

@@ -5,7 +5,8 @@ tell them apart, so a user sees which one to work on: ``HasAns_f1_answering_all`
 answerable questions when every one of them is answered with its best span (the spans alone,
 whatever the threshold), and ``no_answer_auc``, how well the null-score difference ranks the
 unanswerable questions above the answerable ones (0.5 is chance, 1.0 means some threshold
-decides every question right).
+decides every question right); the score is the run's no-answer rule's
+(``decoding.no_answer_rule``), the null-score difference unless the run chose a classifier.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ def answerability(
 ) -> dict[str, float]:
     """``HasAns_f1_answering_all`` (x100, with answerable questions; ``spans=False``: not
     computed, for predictions without their n-best lists) and ``no_answer_auc`` (with both
-    kinds of question); a question without a null-score difference counts as having no
+    kinds of question); a question without a no-answer score counts as having no
     window (never answerable)."""
     odds_has: list[float] = []
     odds_none: list[float] = []
     f1s: list[float] = []
     for qid, answers in references.items():
         has_answer = any(normalize_answer(a) for a in answers)
-        diff = predictions.null_score_diff.get(qid, np.inf)
+        diff = predictions.no_answer_score.get(qid, np.inf)
         (odds_has if has_answer else odds_none).append(diff)
         if has_answer and spans:
             nbest = predictions.nbest.get(qid) or []

@@ -1,8 +1,9 @@
 """The one SQuAD v2 "no answer" rule, and answers ranked with the no-answer candidate.
 
-A question is unanswerable when the null score (``start[CLS] + end[CLS]``, the minimum over its
-windows) beats the best span's score by more than ``no_answer_threshold``, or when no
-valid span exists. ``evaluate`` (through ``spans.postprocess_predictions``), ``ask
+A question is unanswerable when its no-answer score is above ``no_answer_threshold``, or when
+no valid span exists. The score is the run's rule's (``decoding.no_answer_rule``): by default
+the null score (``start[CLS] + end[CLS]``, the minimum over its windows) minus the best span's
+score. ``evaluate`` (through ``spans.postprocess_predictions``), ``ask
 --allow-no-answer`` and the server all decide with :func:`abstains`, so they cannot disagree.
 """
 
@@ -33,12 +34,15 @@ def rank_answers(
     top_k: int,
     null: float | None = None,
     threshold: float = 0.0,
+    abstain: bool | None = None,
 ) -> list[dict[str, Any]]:
     """The ``top_k`` answers, best first, each ``{answer, score, start, end}``.
 
     ``spans`` carry raw scores (``score``: start + end logits). With a ``null`` score the
     no-answer candidate joins them, placed ahead of every span it beats by the rule of
     :func:`abstains`, so it comes first exactly when the question is judged unanswerable.
+    A run's own rule may decide that instead (``abstain``): then the no-answer candidate comes
+    first exactly when it says so, and otherwise no higher than second.
     Scores become probabilities over all the candidates shown and hidden. No span and no null
     gives one empty answer with score 0.
     """
@@ -49,6 +53,8 @@ def rank_answers(
             (i for i, c in enumerate(ranked) if abstains(null - c["score"], threshold)),
             len(ranked),
         )
+        if abstain is not None:
+            position = 0 if abstain else max(position, min(1, len(ranked)))
         ranked.insert(position, {**NO_ANSWER, "score": null})
     if not ranked:
         return [{**NO_ANSWER, "score": 0.0}]

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qa_finetune.decoding.no_answer import abstains
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
+from qa_finetune.decoding.no_answer_signals import (
+    SIGNALS,
+    question_signals,
+    window_null_log_probability,
+)
 from qa_finetune.decoding.span_search import search
 from qa_finetune.features.arrays import Ragged
 
@@ -39,13 +45,18 @@ class Span:
 
 @dataclass
 class Predictions:
-    """Answers, n-best lists and SQuAD v2 null-score differences, keyed by example id."""
+    """Answers, n-best lists, no-answer scores and signals, keyed by example id."""
 
     answers: dict[str, str] = field(default_factory=dict)
     # Each entry: {"text", "start", "end", "score", "probability"}, best first.
     nbest: dict[str, list[dict]] = field(default_factory=dict)
     # Null score minus best span score; +inf when an example has no valid span.
     null_score_diff: dict[str, float] = field(default_factory=dict)
+    # The no-answer rule's score (higher: more likely unanswerable; +inf: no valid span).
+    # The null-score difference itself under the default rule.
+    no_answer_score: dict[str, float] = field(default_factory=dict)
+    # Each question's signals by name (decoding.no_answer_signals), for fitting a rule.
+    signals: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def offsets_to_array(
@@ -97,12 +108,14 @@ def postprocess_predictions(
     max_answer_length: int = 30,
     allow_no_answer: bool = False,
     no_answer_threshold: float = 0.0,
+    rule: NoAnswerRule | None = None,
 ) -> Predictions:
     """Answers for a batch of examples from the logits of their features ``[F, L]``.
 
-    With ``allow_no_answer`` the answer is "" when ``null - best > threshold`` or no
-    valid span exists; ``cls_index`` is then required. Null-score differences are filled
-    whenever ``cls_index`` is given. An example without features gets "" and no n-best.
+    With ``allow_no_answer`` the answer is "" when the no-answer score (``rule``'s; by
+    default ``null - best``) is above ``no_answer_threshold`` or no valid span exists;
+    ``cls_index`` is then required. Null-score differences, no-answer scores and signals are
+    filled whenever ``cls_index`` is given. An example without features gets "" and no n-best.
     """
     if len(example_ids) != len(contexts):
         raise ValueError(f"{len(example_ids)} example ids but {len(contexts)} contexts")
@@ -117,29 +130,64 @@ def postprocess_predictions(
     bounds = np.searchsorted(group, np.arange(len(example_ids) + 1))
     entries = _entries(contexts, group, char_start, char_end, score, prob)
     found = bounds[1:] > bounds[:-1]
-    best = np.full(len(example_ids), -np.inf)
-    best[found] = score[bounds[:-1][found]]
     abstain = ~found
     with_diff = np.zeros(len(example_ids), dtype=bool)
-    diff = np.full(len(example_ids), np.inf)
+    no_answer = np.full(len(example_ids), np.inf)
+    signals: dict[str, np.ndarray] = {}
     if cls_index is not None:
-        null = np.full(len(example_ids), np.inf)
-        np.minimum.at(null, feature_group, _cls_scores(start, end, np.asarray(cls_index)))
         with_diff = np.bincount(feature_group, minlength=len(example_ids)) > 0
-        # No valid span: the difference is +inf (infinitely more likely unanswerable).
-        diff = np.where(found, null - best, np.inf)
+        logits = (start, end, offs, np.asarray(cls_index))
+        signals = _signals(feature_group, len(example_ids), logits, bounds, score, prob)
+        no_answer = (rule or NoAnswerRule()).score(signals)
         if allow_no_answer:
-            abstain |= abstains(diff, no_answer_threshold)
+            abstain |= abstains(no_answer, no_answer_threshold)
+    return _collect(example_ids, entries, bounds, abstain, with_diff, no_answer, signals)
 
+
+def _collect(
+    example_ids: Sequence[str],
+    entries: list[dict],
+    bounds: np.ndarray,
+    abstain: np.ndarray,
+    with_diff: np.ndarray,
+    no_answer: np.ndarray,
+    signals: dict[str, np.ndarray],
+) -> Predictions:
+    """The ``Predictions`` of every example from the decoded arrays (Python values)."""
     out = Predictions()
+    # No valid span: the difference is +inf (infinitely more likely unanswerable).
+    gap = signals.get("null_gap")
+    diff = no_answer if gap is None else np.where(np.isnan(gap), np.inf, gap)
     bounds_l, abstain_l, diff_l = bounds.tolist(), abstain.tolist(), diff.tolist()
+    score_l = no_answer.tolist()
+    rows = list(zip(*(signals[name].tolist() for name in SIGNALS), strict=True)) if signals else []
     for i, (example_id, has_diff) in enumerate(zip(example_ids, with_diff.tolist(), strict=True)):
         lo, hi = bounds_l[i], bounds_l[i + 1]
         out.nbest[example_id] = entries[lo:hi]
         out.answers[example_id] = "" if abstain_l[i] else entries[lo]["text"]
         if has_diff:
             out.null_score_diff[example_id] = diff_l[i]
+            out.no_answer_score[example_id] = score_l[i]
+            out.signals[example_id] = dict(zip(SIGNALS, rows[i], strict=True))
     return out
+
+
+def _signals(
+    feature_group: np.ndarray,
+    examples: int,
+    logits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    bounds: np.ndarray,
+    score: np.ndarray,
+    prob: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Each example's no-answer signals from its windows' ``(start, end, offsets, cls_index)``;
+    its n-best candidates are ``bounds[i]:bounds[i + 1]`` of ``score`` and ``prob``."""
+    start, end, offsets, cls_index = logits
+    null = np.full(examples, np.inf)
+    np.minimum.at(null, feature_group, _cls_scores(start, end, cls_index))
+    null_log_prob = window_null_log_probability(start, end, offsets[..., 0] >= 0, cls_index)
+    first, count = bounds[:-1], bounds[1:] - bounds[:-1]
+    return question_signals(feature_group, examples, null, null_log_prob, first, count, score, prob)
 
 
 def _feature_groups(

@@ -22,22 +22,25 @@ _MARGIN = 1.0
 
 
 def tune_no_answer_threshold(
-    predictions: Predictions, references: Mapping[str, Sequence[str]]
+    predictions: Predictions,
+    references: Mapping[str, Sequence[str]],
+    scores: Mapping[str, float] | None = None,
 ) -> tuple[float, float]:
     """The threshold with the best official v2 F1 on ``references`` and that F1 (x100).
 
-    A question abstains when its null-score difference is above the threshold (the rule of
-    ``decoding.no_answer.abstains``). Among equally good thresholds the one nearest 0 (the
-    default) is taken, placed halfway between the two differences that bound it, so a new
-    question near the boundary is not decided by the last digit.
+    A question abstains when its no-answer score (``scores``, by default the predictions'
+    own) is above the threshold (the rule of ``decoding.no_answer.abstains``). Among equally
+    good thresholds the one nearest 0 (the default) is taken, placed halfway between the two
+    scores that bound it, so a new question near the boundary is not decided by the last digit.
     """
     if not references:
         raise ValueError("no questions to choose a threshold on")
+    scores = predictions.no_answer_score if scores is None else scores
     diffs, answered, abstained = [], [], []
     for qid, answers in references.items():
         nbest = predictions.nbest.get(qid) or []
         span = nbest[0]["text"] if nbest else ""
-        diffs.append(predictions.null_score_diff.get(qid, math.inf))
+        diffs.append(scores.get(qid, math.inf))
         answered.append(v2_question_scores(span, answers)[1])
         abstained.append(v2_question_scores("", answers)[1])
     order = np.argsort(np.asarray(diffs), kind="stable")

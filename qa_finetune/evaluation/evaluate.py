@@ -178,6 +178,7 @@ def _answering_settings(loaded: Any, quantized: bool) -> dict[str, Any]:
         "n_best": loaded.settings.n_best,
         "max_answer_length": loaded.settings.max_answer_length,
         "no_answer_threshold": loaded.settings.no_answer_threshold,
+        "no_answer_rule": loaded.rule.kind,
     }
 
 
@@ -196,7 +197,13 @@ def _predict_and_score(
     # A question too long for the windows fails here, named by its id (the windows' rule).
     features = evaluation_features(example_set, loaded.tokenizer, loaded.spec)
     result = evaluate_loaded(
-        loaded.model, loaded.tokenizer, example_set, features, loaded.settings, allow_no_answer
+        loaded.model,
+        loaded.tokenizer,
+        example_set,
+        features,
+        loaded.settings,
+        allow_no_answer,
+        rule=loaded.rule,
     )
     return result, len(features)
 

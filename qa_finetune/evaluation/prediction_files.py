@@ -63,7 +63,7 @@ def answerability_of_files(
     lists lie beside the predictions (an abstention's span is not in predictions.json)."""
     nbest_path = predictions_path.with_name("nbest_predictions.json")
     if not nbest_path.is_file():
-        return answerability(Predictions(answers, {}, null_diff), gold, spans=False)
+        return answerability(Predictions(answers, no_answer_score=null_diff), gold, spans=False)
     text = read_text(nbest_path, "n-best file", error=EvaluationError)
     lists = json_object(nbest_path, text, "{id: [answers]}", fix=": fix or remove it")
     # Entries as `evaluate` writes them ({"text": ...}); anything else is not a span.
@@ -72,4 +72,4 @@ def answerability_of_files(
         for qid, entries in lists.items()
         if isinstance(entries, list)
     }
-    return answerability(Predictions(answers, nbest, null_diff), gold)
+    return answerability(Predictions(answers, nbest, no_answer_score=null_diff), gold)

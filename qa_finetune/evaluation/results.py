@@ -20,13 +20,16 @@ _NULL_ODDS_CAP = 1e9
 
 
 def write_predictions(output_dir: Path, predictions: Any, allow_no_answer: bool) -> None:
-    """The official predictions file, the n-best lists and (v2) the null odds."""
+    """The official predictions file, the n-best lists and (v2) the null odds: each question's
+    no-answer score by the run's rule (the null-score difference unless it chose a
+    classifier), as the official script's ``--na-prob-file`` reads them, and its signals."""
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(output_dir / "predictions.json", predictions.answers)
     write_json(output_dir / "nbest_predictions.json", predictions.nbest)
     if allow_no_answer:
-        odds = {k: _finite(v) for k, v in predictions.null_score_diff.items()}
+        odds = {k: _finite(v) for k, v in predictions.no_answer_score.items()}
         write_json(output_dir / "null_odds.json", odds)
+        write_json(output_dir / "no_answer_signals.json", predictions.signals)
 
 
 def _finite(value: float) -> float:

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import InferenceConfig
-from qa_finetune.decoding.no_answer import rank_answers
+from qa_finetune.decoding.no_answer import abstains, rank_answers
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.spans import null_score, postprocess_predictions
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
@@ -50,6 +51,8 @@ class QuestionAnswerer:
     # The forward costs measured on this machine (a ``CostProfile``) when the batch size was
     # chosen from them; the server groups windows by length with it. None otherwise.
     profile: Any = None
+    # How a question's no-answer score is made: the run's own rule, by default the null gap.
+    rule: NoAnswerRule = field(default_factory=NoAnswerRule)
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -68,6 +71,7 @@ class QuestionAnswerer:
             loaded.settings,
             loaded.backend,
             loaded.profile,
+            loaded.rule,
         )
 
     def answer(
@@ -153,18 +157,22 @@ class QuestionAnswerer:
             cls_index=windows.cls_index,
             n_best=max(self.settings.n_best, top_k),
             max_answer_length=self.settings.max_answer_length,
+            rule=self.rule,
         )
+        threshold = self.settings.no_answer_threshold
         results = []
         for i, example_id in enumerate(ids):
             candidates = [
                 {"answer": c["text"], "score": c["score"], "start": c["start"], "end": c["end"]}
                 for c in predictions.nbest[example_id]
             ]
-            null = None
+            null = abstain = None
             if allow_no_answer:
                 rows = windows.sample_map == i
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
-            results.append(rank_answers(candidates, top_k, null, self.settings.no_answer_threshold))
+                score = predictions.no_answer_score.get(example_id, np.inf)
+                abstain = bool(abstains(score, threshold))
+            results.append(rank_answers(candidates, top_k, null, threshold, abstain))
         return results
 
     def check_questions(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, InferenceConfig
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
     DEFAULT_STRIDE,
@@ -41,6 +42,8 @@ class LoadedModel:
     backend: str  # "tf" or "onnx"
     # The forward costs measured on this machine when the batch size was chosen from them.
     profile: CostProfile | None = None
+    # How a question's no-answer score is made (the run's or the export's; default null gap).
+    rule: NoAnswerRule = field(default_factory=NoAnswerRule)
 
 
 def load_for_answering(
@@ -92,11 +95,31 @@ def load_for_answering(
 
         chosen = faster_backend(model_dir, spec.max_length, load)
         tokenizer = _tokenizer(model_dir, chosen, exported)
+    rule = no_answer_rule(model_dir, exported)
     model = _model(model_dir, chosen, quantized, warn_untrained_head)
-    loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen)
+    loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen, rule=rule)
     if tune_batch and batch_size is None and not chosen_batch(trained, exported):
         loaded.settings, loaded.profile = tuned(loaded)
     return loaded
+
+
+def no_answer_rule(model_dir: Path, exported: Mapping[str, Any]) -> NoAnswerRule:
+    """The run's saved rule (``no_answer_rule.json``), else the export's (``qa_config.json``),
+    else the null-score gap; a damaged or missing rule file is an ``InferenceError``."""
+    from qa_finetune.decoding.no_answer_rule import NoAnswerRuleError
+    from qa_finetune.runs.lookup import run_dir_of, run_rule
+
+    run_dir = run_dir_of(model_dir)
+    try:
+        if run_dir is not None:
+            saved = run_rule(run_dir)
+            return saved.rule if saved is not None else NoAnswerRule()
+        if "no_answer_rule" in exported:
+            source = str(Path(model_dir) / "qa_config.json")
+            return NoAnswerRule.from_dict(exported["no_answer_rule"], source)
+    except NoAnswerRuleError as exc:
+        raise InferenceError(str(exc)) from None
+    return NoAnswerRule()
 
 
 def _model(model_dir: Path, backend: str, quantized: bool, warn_untrained_head: bool) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import InferenceConfig
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.metrics import squad_v1, squad_v2
 from qa_finetune.modeling.predict import predict_features
 
@@ -42,6 +43,20 @@ def feature_offsets(features: Any, length: int) -> np.ndarray:
     return Ragged.from_arrow(column).padded(width=length, fill=-1)
 
 
+def rule_choice(predictions: Any, gold: Mapping[str, list[str]], mode: str) -> dict[str, Any]:
+    """The no-answer rule and threshold ``gold``'s questions choose, as JSON-ready values:
+    ``rule``, ``threshold``, ``compared`` (each candidate's F1 and AUC) and ``reason``."""
+    from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule
+
+    choice = choose_no_answer_rule(predictions, gold, mode)
+    return {
+        "rule": choice.rule.to_dict(),
+        "threshold": choice.threshold,
+        "compared": choice.compared,
+        "reason": choice.reason,
+    }
+
+
 def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
     """Mean cross-entropy of start and end labels (the Keras QA loss), when labels exist."""
     if "start_positions" not in features.column_names:
@@ -63,12 +78,17 @@ def evaluate_loaded(
     features: Any,
     inference_config: InferenceConfig,
     allow_no_answer: bool,
+    rule: NoAnswerRule | None = None,
+    rule_mode: str = "auto",
 ) -> dict[str, Any]:
     """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
 
     Returns the official scores (``exact_match``, ``f1``, ``total``, ``missing``; v2
     breakdowns), ``eval_loss`` when the features carry labels, and ``predictions`` (the
-    ``decoding.spans.Predictions``). Used by ``evaluate`` and by training after each epoch.
+    ``decoding.spans.Predictions``). Questions abstain by ``rule`` (default: the null-score
+    gap). v2 also gets the best threshold here, the answerability figures and
+    ``no_answer_rule_choice``: the rule (of ``rule_mode``) these questions would choose
+    (``decoding.no_answer_fit``). Used by ``evaluate`` and by training after each validation.
     """
     from qa_finetune.decoding.spans import postprocess_predictions
 
@@ -86,8 +106,9 @@ def evaluate_loaded(
         max_answer_length=inference_config.max_answer_length,
         allow_no_answer=allow_no_answer,
         no_answer_threshold=inference_config.no_answer_threshold,
+        rule=rule,
     )
-    null_diff = predictions.null_score_diff if allow_no_answer else None
+    null_diff = predictions.no_answer_score if allow_no_answer else None
     gold = references(examples)
     result = score(predictions.answers, gold, allow_no_answer, null_diff)
     if allow_no_answer:
@@ -98,6 +119,7 @@ def evaluate_loaded(
         result["tuned_no_answer_threshold"] = threshold
         result["tuned_f1"] = tuned_f1
         result.update(answerability(predictions, gold))
+        result["no_answer_rule_choice"] = rule_choice(predictions, gold, rule_mode)
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss

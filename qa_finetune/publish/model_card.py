@@ -111,16 +111,26 @@ def _limitations(config: dict[str, dict[str, Any]], training: dict[str, Any]) ->
         "cannot answer without a context, combine facts from several passages into new text, "
         "or answer yes/no questions that the context does not spell out.",
     ]
-    if config.get("data", {}).get("allow_no_answer"):
+    rule = training.get("no_answer_rule")
+    if config.get("data", {}).get("allow_no_answer") or rule:
         threshold = inference.get("no_answer_threshold", 0.0)
         chosen = ""
         if training.get("no_answer_threshold") is not None:
             threshold = round(float(training["no_answer_threshold"]), 4)
-            chosen = " (chosen for the best F1 on the run's validation data)"
-        lines.append(
-            "- Trained with unanswerable questions (SQuAD v2 style): it returns an empty answer "
-            f"when the no-answer score beats the best span by more than {threshold}{chosen}."
+            chosen = " (chosen for the best F1 on held-out questions)"
+        if rule == "classifier":
+            how = (
+                "a logistic classifier on the reader's own outputs (null and span scores, their "
+                "gaps and probabilities, the number of windows; `no_answer_rule.json`) gives "
+                f"log-odds of no answer above {threshold}{chosen}"
+            )
+        else:
+            how = f"the no-answer score beats the best span by more than {threshold}{chosen}"
+        trained = config.get("data", {}).get("allow_no_answer")
+        head = (
+            "Trained with unanswerable questions" if trained else "Decides when there is no answer"
         )
+        lines.append(f"- {head} (SQuAD v2 style): it returns an empty answer when {how}.")
     else:
         lines.append(
             "- Not trained with unanswerable questions: it always returns some span, even when "

@@ -6,13 +6,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from qa_finetune.config import Config, load_config
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.runs.paths import CONFIG_FILE, MODEL_DIR, RunPaths
+
+if TYPE_CHECKING:
+    from qa_finetune.runs.no_answer_rule_file import SavedRule
 
 
 def load_run_config(run_dir: Path) -> Config:
@@ -58,8 +61,12 @@ def run_config(model_dir: Path) -> Config | None:
     if run_dir is None:
         return None
     path = RunPaths(run_dir).config
+    from qa_finetune.decoding.no_answer_rule import NoAnswerRuleError
+
     try:
         return with_tuned_threshold(run_dir, load_run_config(run_dir))
+    except NoAnswerRuleError as exc:
+        raise InferenceError(str(exc)) from None
     except (OSError, QAFinetuneError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         named = reason if str(path) in reason else f"{path}: {reason}"
@@ -70,8 +77,13 @@ def run_config(model_dir: Path) -> Config | None:
 
 
 def with_tuned_threshold(run_dir: Path, config: Config) -> Config:
-    """``config`` answering with the no-answer threshold the run chose on its validation data
-    (``train.tune_no_answer_threshold``, recorded in ``metrics.json`` when training ended)."""
+    """``config`` answering with the no-answer threshold the run chose on held-out questions:
+    its ``no_answer_rule.json`` (training or ``calibrate``), else the threshold training chose
+    on its validation data (``train.tune_no_answer_threshold``, in ``metrics.json``)."""
+    saved = run_rule(run_dir)
+    if saved is not None:
+        inference = dataclasses.replace(config.inference, no_answer_threshold=saved.threshold)
+        return dataclasses.replace(config, inference=inference)
     if not config.train.tune_no_answer_threshold:
         return config
     from qa_finetune.nesting import load_json
@@ -86,6 +98,37 @@ def with_tuned_threshold(run_dir: Path, config: Config) -> Config:
         return config
     inference = dataclasses.replace(config.inference, no_answer_threshold=float(value))
     return dataclasses.replace(config, inference=inference)
+
+
+def run_rule(run_dir: Path) -> SavedRule | None:
+    """The run's saved no-answer rule (``no_answer_rule.json``), or None when it has none.
+
+    A run whose ``metrics.json`` says it chose a classifier but whose rule file is gone fails
+    here: answering with the null-score gap and the classifier's threshold would be wrong.
+    """
+    from qa_finetune.decoding.no_answer_rule import CLASSIFIER, NoAnswerRuleError
+    from qa_finetune.runs.no_answer_rule_file import read_rule
+
+    saved = read_rule(run_dir)
+    if saved is None and _recorded_rule(run_dir) == CLASSIFIER:
+        path = RunPaths(run_dir).no_answer_rule
+        raise NoAnswerRuleError(
+            f"{path} is missing: the run decides 'no answer' with the classifier saved there; "
+            "restore it, or run `qa-finetune calibrate` to fit the rule again"
+        )
+    return saved
+
+
+def _recorded_rule(run_dir: Path) -> str | None:
+    """The rule kind ``metrics.json`` records, when it records one."""
+    from qa_finetune.nesting import load_json
+
+    path = RunPaths(run_dir).metrics
+    try:
+        metrics = load_json(path.read_text(encoding="utf-8"), str(path), str)
+    except (OSError, UnicodeDecodeError, ValueError, QAFinetuneError):
+        return None
+    return metrics.get("no_answer_rule") if isinstance(metrics, dict) else None
 
 
 def latest_run(output_dir: Path) -> Path:

@@ -19,6 +19,7 @@ ENV_FILE = "env.json"
 PREPARE_REPORT_FILE = "prepare_report.json"
 TENSORBOARD_DIR = "tensorboard"
 EVAL_DIR = "eval"
+NO_ANSWER_RULE_FILE = "no_answer_rule.json"
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class RunPaths:
     @property
     def metrics(self) -> Path:
         return self.root / METRICS_FILE
+
+    @property
+    def no_answer_rule(self) -> Path:
+        """The no-answer rule and threshold chosen on held-out questions, when one was."""
+        return self.root / NO_ANSWER_RULE_FILE
 
     @property
     def history(self) -> Path:

@@ -39,6 +39,7 @@ def describe_model(answerer: Any, name: str, model_dir: Path | None) -> dict[str
         "n_best": settings.n_best,
         "max_answer_length": settings.max_answer_length,
         "no_answer_threshold": settings.no_answer_threshold,
+        "no_answer_rule": answerer.rule.kind,
         "version": __version__,
     }
 

@@ -75,6 +75,10 @@ class ModelResponse(BaseModel):
     n_best: int = Field(description="Candidate spans ranked per question.")
     max_answer_length: int = Field(description="Longest answer, in tokens.")
     no_answer_threshold: float = Field(description="SQuAD v2: the no-answer margin.")
+    no_answer_rule: str = Field(
+        description="What the threshold applies to: null_gap (null minus best span score) or "
+        "classifier (log-odds of no answer from the run's no_answer_rule.json)."
+    )
     version: str = Field(description="The qa-finetune package version.")
 
 

@@ -12,10 +12,12 @@ from typing import Any
 import tensorflow as tf
 
 from qa_finetune.config import Config
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.tables import format_table
 from qa_finetune.training.checkpoints import TrainState
@@ -108,12 +110,22 @@ def _scores(
         features,
         config.inference,
         config.data.allow_no_answer,
+        rule_mode=config.train.no_answer_rule,
     )
     scores.pop("predictions")
     return scores
 
 
 _V2_COLUMNS = ("HasAns_f1", "NoAns_f1", "tuned_f1", "tuned_no_answer_threshold")
+
+
+def save_rule_choice(run_dir: Path, choice: dict[str, Any], chosen_on: str) -> SavedRule:
+    """Write the rule a validation chose (``modeling.scoring.rule_choice``) into the run."""
+    rule = NoAnswerRule.from_dict(choice["rule"], chosen_on)
+    saved = SavedRule(rule, float(choice["threshold"]), chosen_on, choice["compared"])
+    write_rule(run_dir, saved)
+    log.info("no-answer rule: %s, threshold %.4f", rule.describe(), saved.threshold)
+    return saved
 
 
 def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
@@ -168,11 +180,13 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
-    tuned = kept.get("tuned_no_answer_threshold")
-    if config.train.tune_no_answer_threshold and tuned is not None:
+    choice = kept.get("no_answer_rule_choice")
+    if config.train.tune_no_answer_threshold and choice:
         # ask, evaluate, serve and export answer with it (runs.lookup.run_config).
-        metrics["no_answer_threshold"] = tuned
-        metrics["no_answer_threshold_f1"] = kept.get("tuned_f1")
+        saved = save_rule_choice(run_dir, choice, "the run's validation data")
+        metrics["no_answer_rule"] = saved.rule.kind
+        metrics["no_answer_threshold"] = saved.threshold
+        metrics["no_answer_threshold_f1"] = choice["compared"][saved.rule.kind]["f1"]
     parent = config.parent.recorded()
     if parent is not None:
         metrics["parent"] = parent  # the run this one started from (model.init_from)

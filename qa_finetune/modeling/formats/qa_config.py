@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.formats.base import OUTPUT_NAMES, input_names
 
@@ -25,9 +26,11 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
     window and decoding settings (the defaults for a model folder outside a run)."""
     from qa_finetune.config import InferenceConfig, PreprocessConfig
     from qa_finetune.features.windows import WindowSpec
-    from qa_finetune.runs.lookup import run_config
+    from qa_finetune.runs.lookup import run_config, run_dir_of, run_rule
 
     trained = run_config(model_dir)
+    run_dir = run_dir_of(Path(model_dir))
+    saved = run_rule(run_dir) if run_dir is not None else None
     window = trained.preprocess if trained else PreprocessConfig()
     decoding = (trained.inference if trained else InferenceConfig()).to_dict()
     # The batch size belongs to the machine that answers, not to the model.
@@ -46,6 +49,8 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
         "input_names": list(input_names(tokenizer)),
         "output_names": list(OUTPUT_NAMES),
         "model_max_length": min(int(tokenizer.model_max_length), 1_000_000),
+        # How "no answer" is decided: the run's saved rule, applied to no_answer_threshold.
+        "no_answer_rule": (saved.rule if saved else NoAnswerRule()).to_dict(),
     }
 
 
@@ -73,6 +78,8 @@ def read_qa_config(model_dir: Path) -> dict[str, Any]:
         return {}
     for key, value in values.items():
         _check_setting(path, key, value)
+    if "no_answer_rule" in values:  # checked here, so a damaged export fails at load
+        NoAnswerRule.from_dict(values["no_answer_rule"], f"{path} ('no_answer_rule')")
     if _OLD_THRESHOLD in values:  # an export written before the key was renamed
         values.setdefault("no_answer_threshold", values.pop(_OLD_THRESHOLD))
     return values
