@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from qa_finetune.cli.ask import ask
+from qa_finetune.cli.calibrate import calibrate
 from qa_finetune.cli.crossval import crossval
 from qa_finetune.cli.evaluate import evaluate
 from qa_finetune.cli.export import export
@@ -36,6 +37,7 @@ for _command in (
     crossval,
     ask,
     evaluate,
+    calibrate,
     export,
     serve,
     push,

@@ -16,6 +16,7 @@ from qa_finetune.cli.options import (
     ModelOption,
     NoAnswerThresholdOption,
     QuantizedOption,
+    QuestionNegativesOption,
     StrideOption,
     friendly_errors,
     model_on_backend,
@@ -75,6 +76,7 @@ def evaluate(
     backend: BackendOption = "auto",
     no_answer_threshold: NoAnswerThresholdOption = None,
     quantized: QuantizedOption = False,
+    question_negatives: QuestionNegativesOption = 0.0,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
@@ -83,6 +85,10 @@ def evaluate(
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if question_negatives and not allow_no_answer:
+        raise QAFinetuneError(
+            "--question-negatives adds questions without an answer: pass --allow-no-answer too"
+        )
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         _check_predictions_alone(
@@ -93,6 +99,7 @@ def evaluate(
             stride=stride,
             max_samples=max_samples,
             no_answer_threshold=no_answer_threshold,
+            question_negatives=question_negatives or None,
         )
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
@@ -113,6 +120,7 @@ def evaluate(
         backend=backend,
         no_answer_threshold=no_answer_threshold,
         quantized=quantized,
+        question_negatives=question_negatives,
     )
 
 

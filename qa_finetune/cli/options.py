@@ -139,3 +139,15 @@ def model_on_backend(
     if choose_backend(resolve_model_dir(reference), backend, quantized) == "tf":
         import_tensorflow_quietly()
     return reference
+
+
+QuestionNegativesOption = Annotated[
+    float,
+    typer.Option(
+        "--question-negatives",
+        min=0.0,
+        max=1.0,
+        help="Also ask this fraction of the answerable questions of another paragraph of "
+        "their document that does not answer them (SQuAD v2 style, needs titles).",
+    ),
+]

@@ -21,6 +21,7 @@ from qa_finetune.decoding.no_answer_rule import CLASSIFIER, NULL_GAP, NoAnswerRu
 from qa_finetune.decoding.no_answer_signals import SIGNALS
 from qa_finetune.decoding.spans import Predictions
 from qa_finetune.decoding.threshold import tune_no_answer_threshold
+from qa_finetune.errors import QAFinetuneError
 from qa_finetune.metrics import normalize_answer
 
 # Fewer questions than this of either kind: the classifier is not tried.
@@ -106,7 +107,10 @@ def choose_no_answer_rule(
         why = f"too few questions of each kind to fit a classifier ({kinds[0]} with an answer, "
         why += f"{kinds[1]} without)"
         if mode == CLASSIFIER:
-            raise ValueError(why)
+            raise QAFinetuneError(
+                f"{why}: choose on more held-out questions (at least {MIN_PER_KIND} of each "
+                "kind), or let the rule be chosen (auto)"
+            )
         return RuleChoice(gap.rule, gap.threshold, compared, why)
     out_of_fold = _out_of_fold_scores(matrix, unanswerable, usable, seed)
     held = dict(zip(ids, out_of_fold.tolist(), strict=True))

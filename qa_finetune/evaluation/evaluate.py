@@ -56,8 +56,12 @@ def load_examples(
     split: str = "validation",
     allow_no_answer: bool = False,
     max_samples: int | None = None,
+    question_negatives: float = 0.0,
+    seed: int = 42,
 ) -> EvalExamples:
-    """Read and validate a local file or a Hub split; every gold answer is kept."""
+    """Read and validate a local file or a Hub split; every gold answer is kept. With
+    ``question_negatives``, that fraction of the (first ``max_samples``) answerable questions
+    is also asked of another paragraph of its document (``data/question_negatives``)."""
     if (data is None) == (dataset is None):
         raise EvaluationError("pass the evaluation data once: --data FILE or --dataset NAME")
     config = DataConfig(dataset=dataset, allow_no_answer=allow_no_answer)
@@ -79,6 +83,15 @@ def load_examples(
             f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
             "check the file, or pass --allow-no-answer for data without answers"
         )
+    if question_negatives > 0:
+        from qa_finetune.data.question_negatives import no_documents_error
+        from qa_finetune.data.question_negatives import question_negatives as negatives_of
+
+        negatives, made = negatives_of(kept, question_negatives, seed)
+        kept = kept + list(negatives)
+        if not made.eligible:
+            raise no_documents_error(source)
+        source = f"{source} (+{made.made} question-level negatives)"
     return EvalExamples(kept, source, report)
 
 
@@ -122,6 +135,8 @@ def evaluate_model(
     backend: str = "auto",
     no_answer_threshold: float | None = None,
     quantized: bool = False,
+    rule_mode: str = "auto",
+    question_negatives: float = 0.0,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
     Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
@@ -135,7 +150,7 @@ def evaluate_model(
         check_report_dir(report_dir)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
-    examples = load_examples(data, dataset, split, allow_no_answer, max_samples)
+    examples = load_examples(data, dataset, split, allow_no_answer, max_samples, question_negatives)
     # The loader `ask` uses: same model resolution, same settings from the run.
     loaded = load_for_answering(
         reference,
@@ -149,7 +164,7 @@ def evaluate_model(
         tune_batch=True,
     )
     started = time.perf_counter()
-    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer)
+    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer, rule_mode)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
@@ -188,7 +203,7 @@ def _default_report_dir(run_dir: Path | None) -> Path:
 
 
 def _predict_and_score(
-    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool
+    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool, rule_mode: str = "auto"
 ) -> tuple[dict[str, Any], int]:
     """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
     from qa_finetune.data.loading import to_dataset
@@ -204,6 +219,7 @@ def _predict_and_score(
         loaded.settings,
         allow_no_answer,
         rule=loaded.rule,
+        rule_mode=rule_mode,
     )
     return result, len(features)
 

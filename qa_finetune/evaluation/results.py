@@ -80,11 +80,28 @@ def _summary(metrics: Mapping[str, Any]) -> str:
         rows.append(("HasAns F1 answering all", f"{metrics['HasAns_f1_answering_all']:.2f}"))
     if "no_answer_auc" in metrics:
         rows.append(("no-answer AUC (0.5: chance)", f"{metrics['no_answer_auc']:.3f}"))
+    if metrics.get("version_2") and metrics.get("no_answer_rule"):
+        rows.append(("no-answer rule used", metrics["no_answer_rule"]))
+    rows += _rule_rows(metrics.get("no_answer_rule_choice"))
     if "eval_loss" in metrics:
         rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
     if "questions_per_second" in metrics:
         rows.append(("questions / second", f"{metrics['questions_per_second']:.1f}"))
     return format_table(rows, title="Evaluation")
+
+
+def _rule_rows(choice: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """Each no-answer rule's F1 at its best threshold here and its AUC (the classifier's on
+    out-of-fold scores), and the one these questions choose: what ``calibrate`` would save."""
+    if not choice:
+        return []
+    rows: list[tuple[str, Any]] = []
+    for kind, values in choice["compared"].items():
+        auc = f", AUC {values['auc']:.3f}" if "auc" in values else ""
+        rows.append((f"rule {kind} here", f"F1 {values['f1']:.2f}{auc}"))
+    chosen = f"{choice['rule']['kind']} ({choice['threshold']:.3f})"
+    rows.append(("rule chosen here (threshold)", chosen))
+    return rows
 
 
 def finish(

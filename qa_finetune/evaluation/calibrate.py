@@ -1,0 +1,158 @@
+"""``calibrate``: choose a trained run's no-answer rule and threshold on held-out questions.
+
+The run answers the held-out questions (SQuAD v2 style, some without an answer) once; the rule
+that scores best there (``decoding.no_answer_fit``: the null-score gap or a classifier on the
+reader's outputs) and its threshold are saved with the run, so ``ask``, ``evaluate``, ``serve``
+and exports all decide "no answer" with them. With ``output`` the run is copied first (the
+model's files linked where the file system allows, else copied) and only the copy changes: a
+shared or read-only run stays as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import staged_folder, write_json
+from qa_finetune.runs.lookup import run_dir_of
+from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
+from qa_finetune.runs.paths import CHECKPOINT_DIR, EVAL_DIR, TENSORBOARD_DIR, RunPaths
+
+log = logging.getLogger(__name__)
+# What a copy of a run leaves behind: training state and reports of the original.
+_NOT_COPIED = {CHECKPOINT_DIR, TENSORBOARD_DIR, EVAL_DIR}
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """Where the rule went, and the evaluation that chose it."""
+
+    run_dir: Path
+    saved: SavedRule
+    metrics: dict[str, Any]
+
+
+def calibrate(
+    model_ref: str,
+    data: str,
+    mode: str = "auto",
+    output: Path | None = None,
+    overwrite: bool = False,
+    max_samples: int | None = None,
+    batch_size: int | None = None,
+    question_negatives: float = 0.0,
+) -> Calibrated:
+    """Choose the rule of ``mode`` on ``data`` and save it in the run (or in its copy
+    ``output``); every check runs before the (slow) evaluation."""
+    from qa_finetune.evaluation.evaluate import evaluate_model
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    source = _run_of(resolve_model_dir(model_ref), model_ref)
+    target = source if output is None else Path(output)
+    _check_target(source, target, overwrite)
+    with tempfile.TemporaryDirectory(prefix="qa-finetune-calibrate-") as report:
+        metrics = evaluate_model(
+            str(source),
+            data,
+            None,
+            report_dir=Path(report),
+            allow_no_answer=True,
+            max_samples=max_samples,
+            batch_size=batch_size,
+            rule_mode=mode,
+            question_negatives=question_negatives,
+        )
+    choice = metrics["no_answer_rule_choice"]
+    rule = NoAnswerRule.from_dict(choice["rule"], "the held-out evaluation")
+    chosen_on = f"{metrics['data']} ({metrics['total']} questions)"
+    saved = SavedRule(rule, float(choice["threshold"]), chosen_on, choice["compared"])
+    if output is None:
+        _save(target, saved)
+    else:
+        with staged_folder(target) as staging:
+            _copy_run(source, staging)
+            _save(staging, saved)
+    log.info("no-answer rule: %s, threshold %.4f (%s)", rule.describe(), saved.threshold, target)
+    return Calibrated(target, saved, metrics)
+
+
+def _run_of(model_dir: Path, given: str) -> Path:
+    run_dir = run_dir_of(model_dir)
+    if run_dir is None:
+        raise QAFinetuneError(
+            f"{given} is not a run (a folder with config.yaml and model/): calibrate saves the "
+            "rule with a run; train or export one, or pass its run folder"
+        )
+    return run_dir
+
+
+def _check_target(source: Path, target: Path, overwrite: bool) -> None:
+    """Refuse to replace a rule without ``overwrite``, and any existing ``--output``."""
+    if target == source:
+        existing = RunPaths(source).no_answer_rule
+        if existing.exists() and not overwrite:
+            raise QAFinetuneError(
+                f"{existing} exists: pass --overwrite to replace the run's rule, or --output "
+                "NEW_RUN to calibrate a copy"
+            )
+        if not os.access(source, os.W_OK):
+            raise QAFinetuneError(
+                f"{source} is read-only: pass --output NEW_RUN to calibrate a copy of the run"
+            )
+        return
+    if target.exists() or target.is_symlink():
+        raise QAFinetuneError(
+            f"--output {target} exists: name a new folder (calibrate never replaces one)"
+        )
+    if target.resolve().is_relative_to(source.resolve()):
+        raise QAFinetuneError(f"--output {target} is inside the run {source}: name a new folder")
+
+
+def _copy_run(source: Path, staging: Path) -> None:
+    """The run's files into ``staging``, model weights linked where possible."""
+    for item in source.iterdir():
+        if item.name in _NOT_COPIED or item.name.startswith("."):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, staging / item.name, copy_function=_link_or_copy)
+        else:
+            shutil.copy2(item, staging / item.name)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # A hard link costs no space, and the weights are never written in place (saving a model
+    # replaces its folder); across file systems or where links are refused, a copy.
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _save(run_dir: Path, saved: SavedRule) -> None:
+    """The rule file, and ``metrics.json`` saying which rule and threshold the run uses."""
+    from qa_finetune.nesting import load_json
+
+    write_rule(run_dir, saved)
+    path = RunPaths(run_dir).metrics
+    metrics: Any = {}
+    if path.is_file():
+        try:
+            metrics = load_json(path.read_text(encoding="utf-8"), str(path), str)
+        except (OSError, UnicodeDecodeError, ValueError, QAFinetuneError):
+            metrics = {}
+    if not isinstance(metrics, dict):
+        metrics = {}
+    metrics.update(
+        no_answer_rule=saved.rule.kind,
+        no_answer_threshold=saved.threshold,
+        no_answer_threshold_f1=saved.compared.get(saved.rule.kind, {}).get("f1"),
+        no_answer_rule_chosen_on=saved.chosen_on,
+    )
+    write_json(path, metrics)
