@@ -257,3 +257,14 @@ def test_the_cards_tensorflow_snippet_runs_as_written(tiny_model_dir: Path, tmp_
     context = "The report was written by Ada in 1843."
     answer = namespace["qa"](question="Who wrote the report?", context=context)
     assert context[answer["start"] : answer["end"]] == answer["answer"] != ""
+
+
+def test_a_calibrated_classifier_rule_is_on_the_card(tmp_path: Path) -> None:
+    """A run that learnt no unanswerable questions but was calibrated says how it abstains."""
+    metrics = {**TRAIN_METRICS, "no_answer_rule": "classifier", "no_answer_threshold": -0.4451}
+    run_dir = make_run_dir(tmp_path, metrics=metrics)
+    _, body = split_card(build_model_card(run_dir, REPO_ID))
+    assert "Decides when there is no answer (SQuAD v2 style)" in body
+    assert "logistic classifier on the reader's own outputs" in body
+    assert "log-odds of no answer above -0.4451" in body
+    assert "always returns some span" not in body
