@@ -9,7 +9,6 @@ two characters: nothing here opens a file in text mode.
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import json
 import os
@@ -264,13 +263,11 @@ def remove_stale_staging(target: Path) -> list[Path]:
 
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` runs (ours, or another user's: then it is not ours to judge)."""
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError, OSError):
+    except (OverflowError, OSError):  # not ours to signal, or no such pid number
         return True
     return True
 
@@ -300,34 +297,3 @@ def replace_folder(staging: Path, target: Path) -> Path:
     if previous is not None:
         shutil.rmtree(previous, ignore_errors=True)
     return target
-
-
-# Libraries report ENOSPC in other words (TensorFlow: RESOURCE_EXHAUSTED; h5py: "Can't close
-# file (errno = 2)"); a message or a folder without free space tells a full disk apart.
-_NO_SPACE = "no space left on device"
-# Less free space than this under the folder written to: the disk counts as full.
-_NEARLY_FULL_BYTES = 1 << 20
-
-
-def is_disk_full(exc: BaseException, folder: Path | None = None) -> bool:
-    """Whether ``exc``, or an exception it was raised from, is a full disk (ENOSPC); with
-    ``folder``, also any OS or library error raised while that folder's disk has no room."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno == errno.ENOSPC:
-            return True
-        if _NO_SPACE in str(current).lower():
-            return True
-        current = current.__cause__ or current.__context__
-    return folder is not None and isinstance(exc, (OSError, RuntimeError)) and _no_room(folder)
-
-
-def _no_room(folder: Path) -> bool:
-    for place in (folder, *folder.parents):
-        try:
-            return shutil.disk_usage(place).free < _NEARLY_FULL_BYTES
-        except OSError:
-            continue
-    return False

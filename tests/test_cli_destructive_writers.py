@@ -278,7 +278,7 @@ def test_label_continues_its_own_file_without_rewriting_it(root: Path) -> None:
 
 def test_serve_feedback_file_appends_only_to_a_feedback_file(root: Path) -> None:
     pytest.importorskip("fastapi")
-    from qa_finetune.serving.command import _feedback_file
+    from qa_finetune.serving.feedback import checked_feedback_file as _feedback_file
 
     assert _feedback_file(root / "fb.jsonl") == str((root / "fb.jsonl").resolve())
     assert _feedback_file(root / "new.jsonl") == str((root / "new.jsonl").resolve())

@@ -238,7 +238,7 @@ def test_a_full_disk_is_one_line(
     """h5py reports a full disk as "Can't close file (errno = 2)": the one-liner says it."""
     import dataclasses
 
-    import qa_finetune.files as files
+    import qa_finetune.disk_space as disk_space
     from qa_finetune.modeling import formats
 
     def full(model: object, tokenizer: object, staging: Path, quantize: object) -> list[str]:
@@ -250,7 +250,7 @@ def test_a_full_disk_is_one_line(
     free = {"bytes": 10**9}
     usage = shutil.disk_usage
     monkeypatch.setattr(
-        files.shutil, "disk_usage", lambda path: usage(path)._replace(free=free["bytes"])
+        disk_space.shutil, "disk_usage", lambda path: usage(path)._replace(free=free["bytes"])
     )
     target = tmp_path / "exported"
     before = tree(tmp_path)

@@ -20,9 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.disk_space import is_disk_full
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.extras import require
-from qa_finetune.files import is_disk_full, staged_folder, write_json
+from qa_finetune.files import staged_folder, write_json
 from qa_finetune.modeling import formats
 from qa_finetune.modeling.formats import ExportFormat
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG, qa_settings, read_qa_config

@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import check_file
-from qa_finetune.runs.targets import refuse_link
 from qa_finetune.serving.uvicorn_config import (
     ready_line,
     ready_server,
@@ -93,39 +91,6 @@ def _check_port(host: str, port: int) -> None:
             raise ServeError(
                 f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port or --host"
             ) from exc
-
-
-def _feedback_file(path: Path | None) -> str | None:
-    """The feedback file's absolute path (the --workers processes share it), checked: a new
-    file, or one that already holds verdicts (a file of the user's is never appended to)."""
-    if path is None:
-        return None
-    path = Path(path).expanduser()
-    refuse_link(path, "--feedback-file")
-    path = path.resolve()
-    if path.is_dir() or not path.parent.is_dir():
-        raise ServeError(f"--feedback-file {path}: name a file in an existing folder")
-    if path.exists():
-        check_file(path, "feedback file", "--feedback-file", ServeError)
-        if not _holds_verdicts(path):
-            raise ServeError(
-                f"--feedback-file {path} exists and is not a feedback file (its first line is "
-                "not a verdict of serve): name a new file, or one serve wrote"
-            )
-    return str(path)
-
-
-def _holds_verdicts(path: Path) -> bool:
-    """Empty, or its first line is a verdict as ``FeedbackLog`` writes it."""
-    with open(path, "rb") as handle:
-        first = handle.readline(1 << 20)
-    if not first:
-        return True
-    try:
-        record = json.loads(first)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(record, dict) and {"time", "model", "verdict"} <= record.keys()
 
 
 def _check_backend(backend: str) -> None:
@@ -231,6 +196,7 @@ def serve(
     ``quantized`` serves the folder's int8 ONNX model."""
     require_serve_extra()
 
+    from qa_finetune.serving.feedback import checked_feedback_file
     from qa_finetune.serving.service import ServeSettings, check_settings
 
     settings = ServeSettings(
@@ -243,7 +209,7 @@ def serve(
         max_windows_per_request=max_windows_per_request,
         request_timeout=request_timeout,
         read_timeout=read_timeout,
-        feedback_file=_feedback_file(feedback_file),
+        feedback_file=checked_feedback_file(feedback_file),
         feedback_per_minute=feedback_per_minute,
         max_queue=max_queue,
         cors_origins=tuple(cors_origins),

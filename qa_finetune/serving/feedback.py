@@ -27,6 +27,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
 
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import check_file
+from qa_finetune.runs.targets import refuse_link
 from qa_finetune.serving.answering import error
 from qa_finetune.serving.schemas import AnswerRequest, ErrorResponse
 
@@ -60,6 +63,39 @@ class FeedbackRequest(AnswerRequest):
         if self.correction is not None and self.verdict != "wrong":
             raise ValueError("a correction goes with the verdict wrong")
         return self
+
+
+def checked_feedback_file(path: Path | None) -> str | None:
+    """``--feedback-file`` as an absolute path (the --workers processes share it), checked: a
+    new file, or one that holds verdicts already (a file of the user's is never appended to)."""
+    if path is None:
+        return None
+    path = Path(path).expanduser()
+    refuse_link(path, "--feedback-file")
+    path = path.resolve()
+    if path.is_dir() or not path.parent.is_dir():
+        raise QAFinetuneError(f"--feedback-file {path}: name a file in an existing folder")
+    if path.exists():
+        check_file(path, "feedback file", "--feedback-file")
+        if not _holds_verdicts(path):
+            raise QAFinetuneError(
+                f"--feedback-file {path} exists and is not a feedback file (its first line is "
+                "not a verdict of serve): name a new file, or one serve wrote"
+            )
+    return str(path)
+
+
+def _holds_verdicts(path: Path) -> bool:
+    """Empty, or its first line is a verdict as ``FeedbackLog`` writes it."""
+    with open(path, "rb") as handle:
+        first = handle.readline(1 << 20)
+    if not first:
+        return True
+    try:
+        record = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and {"time", "model", "verdict"} <= record.keys()
 
 
 class RateCap:
