@@ -183,7 +183,7 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     ),
     "evaluate-linked-file": (
         [*EVALUATE, "--report-dir", "{root}/mydir2"],
-        "report.csv in",
+        "mydir2/report.csv is a symbolic link (to ../notes.txt)",
     ),
     "serve-squad-file": (
         ["serve", "{root}/empty-model", "--feedback-file", "{root}/squad.json"],

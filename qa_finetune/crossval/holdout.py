@@ -53,7 +53,7 @@ def split_file(
             "another --output-dir"
         )
     names = (TRAIN_FILE, HELDOUT_FILE)
-    check_files_in_folder(output_dir, names, "--output-dir", "split", "", inputs, overwrite)
+    check_files_in_folder(output_dir, names, "--output-dir", "split", None, inputs, overwrite)
     records = training_records(Config(data=data))
     split = make_folds(records, folds, seed, group_by)
     parts = split.train_indices(fold).tolist(), split.test_indices(fold).tolist()

@@ -75,7 +75,7 @@ def check_files_in_folder(
     names: Iterable[str],
     option: str,
     made_by: str,
-    marker: str,
+    marker: str | None,
     inputs: Iterable[Path] = (),
     overwrite: bool | None = False,
     own: bool = False,
@@ -90,10 +90,10 @@ def check_files_in_folder(
     refuse_link(folder, option)
     if folder.exists() and not folder.is_dir():
         raise QAFinetuneError(f"{option} {folder} is not a folder: choose a folder")
-    ours = own or (folder.is_dir() and has_marker(folder, marker))
+    ours = own or (marker is not None and folder.is_dir() and has_marker(folder, marker))
     for name in names:
         path = folder / name
-        refuse_link(path, f"{option}: {name} in")
+        refuse_link(path, f"{made_by} output")
         for source in inputs:
             if _same_file(path, Path(source)):
                 raise QAFinetuneError(
@@ -102,9 +102,10 @@ def check_files_in_folder(
                 )
         if path.exists() and not ours and not overwrite:
             flag = "pass --overwrite to replace it, or " if overwrite is not None else ""
+            why = f" (no {marker} in {folder})" if marker else ""
             raise QAFinetuneError(
-                f"{path} exists and was not written by {made_by} (no {marker} in {folder}): "
-                f"{flag}choose another {option}"
+                f"{path} exists and was not written by {made_by}{why}: {flag}choose another "
+                f"{option}"
             )
 
 
