@@ -9,14 +9,16 @@ two characters: nothing here opens a file in text mode.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from qa_finetune.errors import QAFinetuneError
 
@@ -88,10 +90,66 @@ def read_text(
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write beside the target, then rename: readers never see half a file."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
+    """Write beside the target, then rename: readers never see half a file. The temporary
+    file has a name of its own (a user's ``FILE.tmp`` is never opened nor removed)."""
+    temporary = _new_temporary(path)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _new_temporary(path: Path) -> Path:
+    """A new empty hidden file ``.<name>.<pid>-<random>.tmp`` beside ``path``, made with
+    exclusive creation: the name is ours alone, so removing it removes nothing else."""
+    for _ in range(100):
+        candidate = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return candidate
+    raise QAFinetuneError(f"cannot make a temporary file beside {path}: check its folder")
+
+
+@contextlib.contextmanager
+def staged_file(path: Path) -> Iterator[IO[bytes]]:
+    """A file written in a hidden temporary beside ``path`` and renamed onto it when the
+    block ends without error; on any error (Ctrl-C included) only the temporary goes and
+    ``path`` is left as it was. For output written piece by piece (``ask --batch``)."""
+    temporary = _new_temporary(path)
+    try:
+        with open(temporary, "wb") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_files_together(files: dict[Path, bytes]) -> None:
+    """Write files that belong together (a train/held-out pair): every one is written whole
+    to its temporary first, and only then are they renamed into place, so a failed write
+    (a full disk) leaves every old file as it was, never a new one beside an old one."""
+    written: dict[Path, Path] = {}
+    try:
+        for path, data in files.items():
+            written[path] = _new_temporary(path)
+            with open(written[path], "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for path, temporary in written.items():
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary in written.values():
+            temporary.unlink(missing_ok=True)
+        raise
+    for folder in {path.parent for path in files}:
+        fsync_folder(folder)
 
 
 def fsync_folder(folder: Path) -> None:
@@ -109,15 +167,15 @@ def write_bytes_durably(path: Path, data: bytes) -> None:
     finished write survives a power cut: written to a hidden temporary file beside it made
     with exclusive creation (a file of the user's of that name is never opened), fsync'd,
     renamed, the folder fsync'd. Only that temporary file is ever removed."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "xb") as handle:
-        try:
+    temporary = _new_temporary(path)
+    try:
+        with open(temporary, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     try:
         os.replace(temporary, path)
     except BaseException:
@@ -147,9 +205,14 @@ def give_usual_mode(path: Path) -> Path:
     return path
 
 
+def json_bytes(values: Any) -> bytes:
+    """Indented UTF-8 JSON (answers keep their accents), as ``write_json`` writes it."""
+    return (json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n").encode()
+
+
 def write_json(path: Path, values: Any) -> None:
     """Indented UTF-8 JSON (answers keep their accents), written atomically."""
-    write_text_atomic(path, json.dumps(values, indent=2, ensure_ascii=False, default=str) + "\n")
+    write_text_atomic(path, json_bytes(values).decode())
 
 
 @contextlib.contextmanager
@@ -158,6 +221,7 @@ def staged_folder(target: Path) -> Iterator[Path]:
     ``target`` when the block ends without error; on any error (Ctrl-C included) the staging
     folder goes and ``target`` is left as it was."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(target)
     staging = _new_sibling(target, "staging")
     try:
         yield staging
@@ -181,6 +245,31 @@ def _new_sibling(target: Path, role: str) -> Path:
             continue
         return candidate
     raise QAFinetuneError(f"cannot make a {role} folder beside {target}: check its parent folder")
+
+
+def remove_stale_staging(target: Path) -> list[Path]:
+    """Delete the staging folders of ``target`` that a killed process left (SIGKILL gives no
+    chance to clean up). Only names ``_new_sibling`` makes are considered, and only those of
+    a process that no longer runs: a live process's staging folder is its own."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.staging-(\d+)-[0-9a-f]{{8}}")
+    stale = []
+    for path in target.parent.glob(f".{glob.escape(target.name)}.staging-*"):
+        found = pattern.fullmatch(path.name)
+        if found and path.is_dir() and not path.is_symlink() and not _alive(int(found[1])):
+            shutil.rmtree(path, ignore_errors=True)
+            stale.append(path)
+    return stale
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (ours, or another user's: then it is not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OverflowError, OSError):  # not ours to signal, or no such pid number
+        return True
+    return True
 
 
 def replace_folder(staging: Path, target: Path) -> Path:

@@ -38,14 +38,40 @@ def test_only_the_target_changes(tmp_path: Path) -> None:
     assert after == before
 
 
-def test_a_file_of_the_temporary_name_is_refused_not_overwritten(tmp_path: Path) -> None:
+def test_a_file_of_the_temporary_name_is_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary's name is made with exclusive creation: a file of the user's that has
+    it (here the first name tried) is skipped for the next name, never opened nor removed."""
+    import secrets
+
+    names = iter(["aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(names))
     target = tmp_path / "out.json"
     target.write_bytes(b"old")
-    mine = tmp_path / f".out.json.{os.getpid()}.tmp"
+    mine = tmp_path / f".out.json.{os.getpid()}-aaaaaaaa.tmp"
     mine.write_bytes(b"the user's")
-    with pytest.raises(FileExistsError):
-        write_bytes_durably(target, b"new")
-    assert mine.read_bytes() == b"the user's" and target.read_bytes() == b"old"
+    write_bytes_durably(target, b"new")
+    assert mine.read_bytes() == b"the user's" and target.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name, "out.json"]
+
+
+@pytest.mark.parametrize("write", ["text", "json"])
+def test_atomic_writes_never_touch_the_users_tmp_file(tmp_path: Path, write: str) -> None:
+    """``write_text_atomic`` (every JSON file a command writes) once used ``FILE.tmp``: a
+    user's file of that name was overwritten and removed (split's train.json.tmp)."""
+    from qa_finetune.files import write_json, write_text_atomic
+
+    _users_files(tmp_path)
+    before = _tree(tmp_path)
+    target = tmp_path / "out.json"
+    if write == "text":
+        write_text_atomic(target, "new")
+    else:
+        write_json(target, {"a": 1})
+    after = _tree(tmp_path)
+    assert after.pop("out.json") in (b"new", b'{\n  "a": 1\n}\n')
+    assert after == before
 
 
 def test_a_failed_rename_leaves_the_folder_as_it_was(tmp_path: Path) -> None:

@@ -31,13 +31,49 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
     }
 
 
+# env.json as a run writes it before its first checkpoint (the proof the folder is a run's).
+RUN_ENV = '{"packages": {}, "seed": 42, "data_fingerprint": "abc"}\n'
+
+
 def test_abandoned_run_folder_is_reused(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "config.yaml").write_text("model: {}\n")
-    (run_dir / "env.json").write_text("{}\n")
+    (run_dir / "env.json").write_text(RUN_ENV)
     claim = rundir.claim_run_directory(run_dir, resume=False, overwrite=False)
     assert claim.created and list(run_dir.iterdir()) == []
+
+
+def test_a_users_folder_of_run_file_names_is_kept_without_overwrite(tmp_path: Path) -> None:
+    """config.yaml, history.csv and tensorboard/ of the user's own (no env.json a run wrote)
+    once looked like an abandoned run and were deleted by a plain train."""
+    run_dir = tmp_path / "mine"
+    (run_dir / "tensorboard").mkdir(parents=True)
+    (run_dir / "tensorboard" / "events").write_text("mine")
+    (run_dir / "config.yaml").write_text("my: settings\n")
+    (run_dir / "history.csv").write_text("a,b\n")
+    (run_dir / "env.json").write_text("{}\n")
+    before = _snapshot(run_dir)
+    with pytest.raises(QAFinetuneError, match="exists: pass --overwrite to replace it"):
+        rundir.claim_run_directory(run_dir, resume=False, overwrite=False)
+    assert _snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("extra", [".git/HEAD", "README.md"])
+def test_overwrite_never_replaces_a_folder_that_is_not_a_run(tmp_path: Path, extra: str) -> None:
+    """A git clone (or any folder of the user's) named by --run-name --overwrite was deleted,
+    .git included; export refused the same folder."""
+    run_dir = tmp_path / "myrepo"
+    for name in (extra, "config.yaml", "model/config.json", "notes.txt"):
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_text("mine")
+    if extra == "README.md":
+        (run_dir / "model").rename(run_dir / "weights")  # no model/ nor checkpoints/: no run
+    before = _snapshot(run_dir)
+    with pytest.raises(QAFinetuneError, match="train never replaces it, even with --overwrite"):
+        rundir.claim_run_directory(run_dir, resume=False, overwrite=True)
+    assert _snapshot(run_dir) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["myrepo"]
 
 
 def test_folder_with_user_files_is_not_reused(tmp_path: Path) -> None:

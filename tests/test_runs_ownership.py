@@ -184,12 +184,83 @@ def test_export_replaces_its_own_export_and_marks_it(model_copy: Path, tmp_path:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exported", "tiny"]
 
 
-def test_best_in_place_adds_no_marker_to_the_runs_model(model_copy: Path) -> None:
-    """``export MODEL --format hf --checkpoint best`` re-saves the folder as it is."""
-    result = CliRunner().invoke(app, ["export", str(model_copy), "--checkpoint", "best"])
+def test_best_in_place_adds_no_marker_to_the_runs_model(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """``export RUN/model --format hf --checkpoint best`` re-saves the run's folder as it is."""
+    model = Path(shutil.copytree(tiny_model_dir, tmp_path / "run" / "model"))
+    (tmp_path / "run" / "config.yaml").write_text(Config().to_yaml())
+    result = CliRunner().invoke(app, ["export", str(model), "--checkpoint", "best"])
     assert result.exit_code == 0, result.output
-    assert (model_copy / "model.safetensors").is_file()
-    assert not (model_copy / ".qa-finetune-export").exists()
+    assert (model / "model.safetensors").is_file()
+    assert not (model / ".qa-finetune-export").exists()
+
+
+def test_a_model_folder_of_its_own_is_never_rewritten_in_place(model_copy: Path) -> None:
+    """``export my-model/`` (no run around it, no --output) once rewrote the folder and
+    deleted the user's README.md, training_args.txt and sub/."""
+    (model_copy / "README.md").write_text("my card")
+    (model_copy / "training_args.txt").write_text("lr=3e-5")
+    (model_copy / "sub").mkdir()
+    (model_copy / "sub" / "notes.txt").write_text("mine")
+    before = tree(model_copy.parent)
+    line = one_error_line(["export", str(model_copy)])
+    assert line == (
+        f"error: {model_copy} is a model folder of its own, not a run's model/: export never "
+        "rewrites it in place (its other files would go); pass --output NEW_FOLDER"
+    )
+    assert tree(model_copy.parent) == before
+
+
+def test_staging_folders_of_a_killed_export_are_removed(model_copy: Path, tmp_path: Path) -> None:
+    """A SIGKILL leaves ``.DIR.staging-PID-RANDOM``; the next export of DIR removes those of
+    processes that no longer run, and nothing else (a live process's, a user's look-alike)."""
+    import os
+    import subprocess
+
+    child = subprocess.Popen(["true"])  # its pid: a process that no longer runs
+    child.wait()
+    target = tmp_path / "exported"
+    stale = tmp_path / f".exported.staging-{child.pid}-0123abcd"
+    live = tmp_path / f".exported.staging-{os.getpid()}-4567abcd"
+    mine = tmp_path / ".exported.staging-mine"
+    for folder in (stale, live, mine):
+        folder.mkdir()
+        (folder / "tf_model.h5").write_text("half")
+    result = CliRunner().invoke(app, export_args(model_copy, target))
+    assert result.exit_code == 0, result.output
+    assert not stale.exists() and live.is_dir() and mine.is_dir()
+
+
+def test_a_full_disk_is_one_line(
+    model_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """h5py reports a full disk as "Can't close file (errno = 2)": the one-liner says it."""
+    import dataclasses
+
+    import qa_finetune.disk_space as disk_space
+    from qa_finetune.modeling import formats
+
+    def full(model: object, tokenizer: object, staging: Path, quantize: object) -> list[str]:
+        (staging / "tf_model.h5").write_bytes(b"half")
+        raise OSError("Unable to synchronously close file (Can't close file (errno = 2))")
+
+    hf = dataclasses.replace(formats.REGISTRY["hf"], write=full)
+    monkeypatch.setitem(formats.REGISTRY, "hf", hf)
+    free = {"bytes": 10**9}
+    usage = shutil.disk_usage
+    monkeypatch.setattr(
+        disk_space.shutil, "disk_usage", lambda path: usage(path)._replace(free=free["bytes"])
+    )
+    target = tmp_path / "exported"
+    before = tree(tmp_path)
+    free["bytes"] = 0
+    line = one_error_line(export_args(model_copy, target))
+    assert line == f"error: no space left on {tmp_path}: free space or choose another --output"
+    assert tree(tmp_path) == before
+    # With room on the disk the same error is not called a full disk.
+    free["bytes"] = 10**9
+    assert "no space left" not in one_error_line(export_args(model_copy, target))
 
 
 def test_an_export_made_before_the_marker_can_be_replaced(model_copy: Path, tmp_path: Path) -> None:

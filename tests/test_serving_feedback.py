@@ -20,11 +20,12 @@ CONTEXT = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931.
 QUESTION = "Who designed the bridge?"
 
 
-def _client(feedback_file: Path | None) -> TestClient:
+def _client(feedback_file: Path | None, **limits: Any) -> TestClient:
     settings = ServeSettings(
         model_name="tiny",
         max_context_chars=1000,
         feedback_file=str(feedback_file) if feedback_file else None,
+        **limits,
     )
     # The lifespan is not entered: no warm-up, no batcher thread; feedback never answers, so
     # the answerer only has to describe itself (GET /v1/model).
@@ -131,6 +132,46 @@ def test_a_body_over_the_limit_is_refused(tmp_path: Path) -> None:
     response = _client(path).post("/v1/feedback", json=body)
     assert response.status_code == 413
     assert not path.exists()
+
+
+def test_a_context_over_max_context_chars_is_413_as_for_answers(tmp_path: Path) -> None:
+    """/v1/feedback once took any context its body limit let through (6x the characters)."""
+    path = tmp_path / "feedback.jsonl"
+    body = {"question": QUESTION, "context": "x" * 1001, "verdict": "no_answer"}
+    response = _client(path).post("/v1/feedback", json=body)
+    assert response.status_code == 413
+    assert response.json() == {
+        "error": "context is 1001 characters, over this server's limit of 1000 "
+        "(--max-context-chars)"
+    }
+    assert not path.exists()
+
+
+def test_verdicts_over_the_rate_cap_are_429_with_retry_after(tmp_path: Path) -> None:
+    path = tmp_path / "feedback.jsonl"
+    client = _client(path, feedback_per_minute=3)
+    body = {"question": QUESTION, "context": CONTEXT, "verdict": "no_answer"}
+    assert [client.post("/v1/feedback", json=body).status_code for _ in range(3)] == [200] * 3
+    refused = client.post("/v1/feedback", json=body)
+    assert refused.status_code == 429
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert refused.json()["error"].startswith(
+        "over this server's 3 verdicts a minute (--feedback-per-minute): retry in "
+    )
+    assert len(path.read_bytes().splitlines()) == 3
+
+
+def test_the_rate_cap_frees_a_place_a_minute_after_each_verdict() -> None:
+    from qa_finetune.serving.feedback import RateCap
+
+    now = [0.0]
+    cap = RateCap(2, clock=lambda: now[0])
+    assert [cap.wait(), cap.wait(), cap.wait()] == [0, 0, 60]
+    now[0] = 59.5
+    assert cap.wait() == 1
+    now[0] = 60.0
+    assert cap.wait() == 0
+    assert RateCap(0).wait() == 0  # no cap
 
 
 PAGE_CONTEXT = (

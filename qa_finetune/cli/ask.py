@@ -58,6 +58,9 @@ BatchOption = Annotated[
 BatchOutputOption = Annotated[
     Path | None, typer.Option("--output", "-o", help="Where --batch writes answers (JSONL).")
 ]
+OverwriteOption = Annotated[
+    bool, typer.Option("--overwrite", help="Let --batch replace an existing --output file.")
+]
 SkipErrorsOption = Annotated[
     bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
 ]
@@ -78,6 +81,7 @@ def ask(
     as_json: JsonOption = False,
     batch: BatchOption = None,
     output: BatchOutputOption = None,
+    overwrite: OverwriteOption = False,
     skip_errors: SkipErrorsOption = False,
     output_dir: OutputDirOption = None,
     allow_untrained_head: AllowUntrainedOption = False,
@@ -87,10 +91,14 @@ def ask(
     """Answer a question from a context of any length."""
     show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
-    _check_combination(question, context, context_file, batch, output)
+    _check_combination(question, context, context_file, batch, output, overwrite)
     text, parsed = "", None
     if batch is not None:
         parsed = _read_batch(batch, skip_errors)
+        if output is not None:
+            from qa_finetune.runs.targets import check_output_file
+
+            check_output_file(output, "--output", inputs=[batch], overwrite=overwrite)
     else:
         text = _read_pair(question, context, context_file)
     answerer = _load_answerer(
@@ -121,15 +129,22 @@ def _check_combination(
     context_file: Path | None,
     batch: Path | None,
     output: Path | None,
+    overwrite: bool = False,
 ) -> None:
     """Refuse options that the chosen mode would ignore, rather than drop them silently."""
     if batch is None:
-        if output is not None:
+        if output is not None or overwrite:
+            flag = "--output" if output is not None else "--overwrite"
             raise QAFinetuneError(
-                "--output writes the answers of --batch: add --batch FILE, or drop --output "
+                f"{flag} writes the answers of --batch: add --batch FILE, or drop {flag} "
                 "(one question's answer goes to stdout)"
             )
         return
+    if overwrite and output is None:
+        raise QAFinetuneError(
+            "--overwrite lets --batch replace its --output file: add --output FILE, or drop "
+            "--overwrite (answers without --output go to stdout)"
+        )
     if question is not None:
         raise QAFinetuneError(
             "give a QUESTION or --batch FILE, not both: --batch reads each question from "

@@ -23,15 +23,11 @@ def feedback(
     from qa_finetune.files import check_file
     from qa_finetune.labeling.from_feedback import feedback_to_squad, read_feedback
     from qa_finetune.labeling.squad_writer import write_squad
+    from qa_finetune.runs.targets import check_output_file
 
     show_library_logs()
     check_file(file, "feedback file", "the FILE argument")
-    if output.exists() and not overwrite:
-        raise QAFinetuneError(
-            f"{output} exists: pass --overwrite to replace it, or another --output"
-        )
-    if output.is_dir() or not output.parent.is_dir():
-        raise QAFinetuneError(f"--output {output}: name a file in an existing folder")
+    check_output_file(output, "--output", inputs=[file], overwrite=overwrite)
     payload, report = feedback_to_squad(read_feedback(file))
     written = report.confirmed + report.corrected + report.unanswerable
     for conflict in report.conflicts:

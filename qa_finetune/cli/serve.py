@@ -61,6 +61,13 @@ FeedbackFileOption = Annotated[
     Path | None,
     typer.Option(help="Record answer verdicts (POST /v1/feedback) in this JSON Lines file."),
 ]
+FeedbackRateOption = Annotated[
+    int,
+    typer.Option(
+        help="Verdicts POST /v1/feedback takes in any minute, per worker; more get HTTP 429 "
+        "with Retry-After (0: no cap)."
+    ),
+]
 MaxQueueOption = Annotated[
     int,
     typer.Option(
@@ -95,6 +102,7 @@ def serve(
     read_timeout: ReadTimeoutOption = 30.0,
     max_connections: MaxConnectionsOption = 1000,
     feedback_file: FeedbackFileOption = None,
+    feedback_per_minute: FeedbackRateOption = 60,
     quantized: QuantizedOption = False,
     max_queue: MaxQueueOption = 256,
     cors_origin: CorsOriginsOption = None,
@@ -125,6 +133,7 @@ def serve(
             read_timeout=read_timeout,
             max_connections=max_connections,
             feedback_file=feedback_file,
+            feedback_per_minute=feedback_per_minute,
             quantized=quantized,
             max_queue=max_queue,
             cors_origins=tuple(cors_origin or ()),

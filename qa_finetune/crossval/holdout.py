@@ -11,7 +11,8 @@ from pathlib import Path
 from qa_finetune.config import Config, DataConfig
 from qa_finetune.crossval.fold_files import make_folds, squad_json, training_records
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import write_json
+from qa_finetune.files import json_bytes, write_files_together
+from qa_finetune.runs.targets import check_files_in_folder
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +45,23 @@ def split_file(
     if not 0 <= fold < folds:
         raise QAFinetuneError(f"--fold must be in 0..{folds - 1} for --folds {folds}, got {fold}")
     paths = output_dir / TRAIN_FILE, output_dir / HELDOUT_FILE
-    existing = [str(p) for p in paths if p.exists()]
+    inputs = [Path(name.strip()) for name in (data.train_file or "").split(",") if name.strip()]
+    existing = [str(p) for p in paths if p.exists() and not p.is_symlink()]
     if existing and not overwrite:
         raise QAFinetuneError(
             f"{', '.join(existing)} already exists: pass --overwrite to replace it, or choose "
             "another --output-dir"
         )
+    names = (TRAIN_FILE, HELDOUT_FILE)
+    check_files_in_folder(output_dir, names, "--output-dir", "split", None, inputs, overwrite)
     records = training_records(Config(data=data))
     split = make_folds(records, folds, seed, group_by)
     parts = split.train_indices(fold).tolist(), split.test_indices(fold).tolist()
     output_dir.mkdir(parents=True, exist_ok=True)
-    for path, indices in zip(paths, parts, strict=True):
-        write_json(path, squad_json([records[i] for i in indices]))
+    # Both files or neither: a new train.json beside an old heldout.json could hold
+    # questions of the held-out documents.
+    contents = [json_bytes(squad_json([records[i] for i in part])) for part in parts]
+    write_files_together(dict(zip(paths, contents, strict=True)))
     log.info(
         f"{len(parts[0])} questions in {paths[0]}, {len(parts[1])} held out in {paths[1]} "
         f"(fold {fold} of {folds}, {split.documents} documents, seed {seed})"

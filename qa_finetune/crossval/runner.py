@@ -26,6 +26,7 @@ from qa_finetune.crossval.fold_files import (
 )
 from qa_finetune.crossval.selection import check_selection, chooses_on_validation
 from qa_finetune.crossval.summary import (
+    SUMMARY_FILE,
     check_settings,
     fold_result,
     format_summary,
@@ -35,11 +36,15 @@ from qa_finetune.crossval.summary import (
 from qa_finetune.data.folds import Folds, record_folds
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs.directory import has_checkpoint
+from qa_finetune.runs.ownership import has_marker, write_marker
 from qa_finetune.runs.paths import RunPaths
+from qa_finetune.runs.targets import check_own_folder
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAME = "crossval"
+# Written into every crossval folder: only a folder that has it is continued or written into.
+CROSSVAL_MARKER = ".qa-finetune-crossval"
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ def plan_crossval(
     }
     if chooses:
         check_selection(records, assigned, grouping)
+    # Only a new or empty folder, or one an earlier crossval made (a summary before markers).
+    known = (root / SUMMARY_FILE).is_file() and not root.is_symlink()
+    check_own_folder(root, "--run-name", "crossval", CROSSVAL_MARKER, known=known)
     check_settings(root, settings)
     if config.data.validation_file:
         own = "a held-out part of its own training documents" if chooses else "its test part"
@@ -98,6 +106,9 @@ def run_crossval(plan: Plan) -> dict[str, Any]:
     chooses = chooses_on_validation(plan.config)
     selection = (plan.settings["seed"], plan.settings["group_by"]) if chooses else None
     try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not has_marker(root, CROSSVAL_MARKER):
+            write_marker(root, CROSSVAL_MARKER, "qa-finetune crossval")
         for fold in range(count):
             files = write_fold_files(
                 plan.records, plan.folds, fold, root / "data" / f"fold-{fold}", selection

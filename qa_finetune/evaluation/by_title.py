@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.files import write_text_atomic
 from qa_finetune.metrics import squad_v1, squad_v2
 
 TITLES_FILE = "report_titles.csv"
@@ -47,7 +48,7 @@ def write_title_scores(rows: Sequence[Mapping[str, Any]], output_dir: Path) -> s
         path.unlink(missing_ok=True)  # a report of earlier data must not stay beside this one
         return ""
     frame = pd.DataFrame.from_records(list(rows))
-    frame.to_csv(path, index=False, float_format="%.4f")
+    write_text_atomic(path, frame.to_csv(index=False, float_format="%.4f"))
     scores = [c for c in frame.columns if c.endswith(("exact", "f1", "exact_match"))]
     table = frame.to_string(index=False, formatters={c: "{:.1f}".format for c in scores})
     return "EM / F1 by_title\n" + table

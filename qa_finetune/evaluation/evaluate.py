@@ -24,11 +24,18 @@ from qa_finetune.evaluation.prediction_files import (
     read_null_odds,
     read_predictions,
 )
-from qa_finetune.evaluation.results import finish, write_predictions
+from qa_finetune.evaluation.results import (
+    EVAL_MARKER,
+    REPORT_FILES,
+    finish,
+    write_predictions,
+    written_by_evaluate,
+)
 from qa_finetune.files import check_file
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
+from qa_finetune.runs.targets import check_files_in_folder
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +102,23 @@ def load_examples(
     return EvalExamples(kept, source, report)
 
 
-def check_report_dir(report_dir: Path) -> None:
+def check_report_dir(report_dir: Path, inputs: list[Path] | None = None) -> None:
     """Refuse a report folder that holds a run's or a model's own files (a run directory's
-    ``metrics.json`` is training's): evaluate writes into a folder of its own."""
-    check_output_folder(Path(report_dir), "evaluate", "--report-dir")
+    ``metrics.json`` is training's), a symbolic link, or a file of evaluate's names that an
+    earlier evaluate did not write (the user's ``metrics.json``); ``inputs`` are never
+    replaced."""
+    report_dir = Path(report_dir)
+    check_output_folder(report_dir, "evaluate", "--report-dir")
+    check_files_in_folder(
+        report_dir,
+        REPORT_FILES,
+        "--report-dir",
+        "evaluate",
+        EVAL_MARKER,
+        inputs=inputs or [],
+        overwrite=None,
+        own=written_by_evaluate(report_dir),
+    )
 
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
@@ -146,8 +166,9 @@ def evaluate_model(
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
+    inputs = [Path(data)] if data else []
     if report_dir is not None:
-        check_report_dir(report_dir)
+        check_report_dir(report_dir, inputs)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     # Data problems are found before the (slow) model load.
     examples = load_examples(data, dataset, split, allow_no_answer, max_samples, question_negatives)
@@ -168,7 +189,7 @@ def evaluate_model(
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
-    check_report_dir(report_dir)
+    check_report_dir(report_dir, inputs)
     write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
         **result,
@@ -239,7 +260,7 @@ def evaluate_predictions(
     """
     predictions_path = Path(predictions_path)
     report_dir = report_dir or DEFAULT_OUTPUT
-    check_report_dir(report_dir)
+    check_report_dir(report_dir, [predictions_path, *([Path(data)] if data else [])])
     answers = read_predictions(predictions_path)
     examples = load_examples(data, dataset, split, allow_no_answer)
     gold = references(examples.records)

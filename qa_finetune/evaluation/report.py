@@ -6,6 +6,7 @@ Writes ``report.csv`` (one row per question), ``report_groups.csv`` (EM/F1 per g
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.files import write_bytes_durably, write_text_atomic
 from qa_finetune.metrics import exact_match_score, f1_score, question_type, squad_v2
 
 QUESTION_TYPES = ("what", "who", "when", "where", "why", "how", "which", "other")
@@ -174,8 +176,10 @@ def plot_by_question_type(groups: Any, path: Path) -> None:
     axis.set_title("EM / F1 by question word")
     axis.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    image = io.BytesIO()
+    figure.savefig(image, format="png", dpi=100)
     plt.close(figure)
+    write_bytes_durably(path, image.getvalue())
 
 
 def _shorten(value: Any, width: int) -> str:
@@ -209,8 +213,10 @@ def write_report(rows: Sequence[Scored], output_dir: Path, allow_no_answer: bool
     output_dir.mkdir(parents=True, exist_ok=True)
     frame = per_question(rows, allow_no_answer)
     groups = group_scores(frame)
-    frame.to_csv(output_dir / "report.csv", index=False)
-    groups.to_csv(output_dir / "report_groups.csv", index=False, float_format="%.4f")
+    # Through write_text_atomic, never pandas' own open: that would write through a link.
+    write_text_atomic(output_dir / "report.csv", frame.to_csv(index=False))
+    groups_csv = groups.to_csv(index=False, float_format="%.4f")
+    write_text_atomic(output_dir / "report_groups.csv", groups_csv)
     plot_by_question_type(groups, output_dir / "f1_by_question_type.png")
     return format_report(groups, worst_examples(frame))
 

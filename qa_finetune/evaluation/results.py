@@ -2,28 +2,64 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.evaluation.by_title import title_scores, write_title_scores
+from qa_finetune.evaluation.by_title import TITLES_FILE, title_scores, write_title_scores
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.files import write_json
+from qa_finetune.runs.ownership import has_marker, is_run_directory, write_marker
+from qa_finetune.runs.paths import EVAL_DIR
 from qa_finetune.tables import format_table
 
 log = logging.getLogger(__name__)
 
 # The official v2 script reads null odds as plain numbers: "no window" (inf) is capped.
 _NULL_ODDS_CAP = 1e9
+# Written into every report folder: its files of the names below are evaluate's to replace.
+EVAL_MARKER = ".qa-finetune-eval"
+REPORT_FILES = (
+    "metrics.json",
+    "predictions.json",
+    "nbest_predictions.json",
+    "null_odds.json",
+    "no_answer_signals.json",
+    "report.csv",
+    "report_groups.csv",
+    TITLES_FILE,
+    "f1_by_question_type.png",
+)
+
+
+def written_by_evaluate(folder: Path) -> bool:
+    """A report folder evaluate wrote: its marker, a run's own ``eval/``, or (made before
+    the marker) a ``metrics.json`` that names this very folder as evaluate's output."""
+    if has_marker(folder, EVAL_MARKER):
+        return True
+    if folder.name == EVAL_DIR and is_run_directory(folder.parent):
+        return True
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(metrics, dict) and metrics.get("output_dir") == str(folder)
+
+
+def _mark(output_dir: Path) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if not has_marker(output_dir, EVAL_MARKER):
+        write_marker(output_dir, EVAL_MARKER, "qa-finetune evaluate")
 
 
 def write_predictions(output_dir: Path, predictions: Any, allow_no_answer: bool) -> None:
     """The official predictions file, the n-best lists and (v2) the null odds: each question's
     no-answer score by the run's rule (the null-score difference unless it chose a
     classifier), as the official script's ``--na-prob-file`` reads them, and its signals."""
-    output_dir.mkdir(parents=True, exist_ok=True)
+    _mark(output_dir)
     write_json(output_dir / "predictions.json", predictions.answers)
     write_json(output_dir / "nbest_predictions.json", predictions.nbest)
     if allow_no_answer:
@@ -112,7 +148,7 @@ def finish(
     allow_no_answer: bool,
 ) -> dict[str, Any]:
     """Write metrics and the report, log both (INFO); returns ``metrics``."""
-    output_dir.mkdir(parents=True, exist_ok=True)
+    _mark(output_dir)
     dropped = examples.report.examples_dropped
     metrics["examples_dropped"] = dropped
     metrics["output_dir"] = str(output_dir)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from qa_finetune.errors import InferenceError, QAFinetuneError
+from qa_finetune.files import staged_file
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.inference.inputs import checked_text
 
@@ -102,23 +103,36 @@ def answer_batch_file(
             failed += 1
             continue
         good.append(line)
-    handle: IO[str] = output.open("w", encoding="utf-8") if output is not None else sys.stdout
-    written = 0
-    try:
-        for begin in range(0, len(good), FILE_CHUNK):
-            chunk = good[begin : begin + FILE_CHUNK]
-            results = answerer.answer_batch(
-                [(line.question, line.context) for line in chunk], top_k, allow_no_answer
-            )
-            for line, answers in zip(chunk, results, strict=True):
-                record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}
-                if top_k > 1:
-                    record["answers"] = answers
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-                written += 1
-    finally:
-        if output is not None:
-            handle.close()
-        else:
-            handle.flush()
+    if output is None:
+        written = _write_answers(answerer, good, top_k, allow_no_answer, sys.stdout.write)
+        sys.stdout.flush()
+        return written, failed
+    # Written beside --output and renamed at the end: a failure leaves the old file whole.
+    with staged_file(Path(output)) as handle:
+        written = _write_answers(
+            answerer, good, top_k, allow_no_answer, lambda text: handle.write(text.encode())
+        )
     return written, failed
+
+
+def _write_answers(
+    answerer: QuestionAnswerer,
+    lines: list[_Line],
+    top_k: int,
+    allow_no_answer: bool,
+    write: Callable[[str], Any],
+) -> int:
+    """Answer ``lines`` a chunk at a time, one JSON line each through ``write``."""
+    written = 0
+    for begin in range(0, len(lines), FILE_CHUNK):
+        chunk = lines[begin : begin + FILE_CHUNK]
+        results = answerer.answer_batch(
+            [(line.question, line.context) for line in chunk], top_k, allow_no_answer
+        )
+        for line, answers in zip(chunk, results, strict=True):
+            record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}
+            if top_k > 1:
+                record["answers"] = answers
+            write(json.dumps(record, ensure_ascii=False) + "\n")
+            written += 1
+    return written

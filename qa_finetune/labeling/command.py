@@ -13,12 +13,14 @@ from typing import Any
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.labeling.documents import DocumentError, load_documents
 from qa_finetune.labeling.store import LabelStore
+from qa_finetune.runs.targets import refuse_link
 
 log = logging.getLogger("qa_finetune.labeling.command")
 
 
 def check_output(output: Path) -> None:
-    """The output must be a JSON file path in an existing folder."""
+    """The output must be a JSON file path in an existing folder, not a symbolic link."""
+    refuse_link(output, "--output")
     if output.suffix.lower() != ".json":
         raise DocumentError(f"--output {output}: name a .json file (SQuAD JSON is written)")
     if output.is_dir():

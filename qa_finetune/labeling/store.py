@@ -74,7 +74,9 @@ class LabelStore:
 
     def open(self) -> None:
         """Lock and replay the journal (or start it from the SQuAD files' questions), compact
-        it and write the output."""
+        it and write the output (only when that changes what it holds)."""
+        if not self.journal.path.exists():
+            self._check_rewritable()  # before the journal exists: a refusal leaves nothing
         self.journal.open()
         try:
             records = self.journal.replay()
@@ -83,10 +85,36 @@ class LabelStore:
             for record in records[1:] if records[0] == HEADER else records:
                 self._apply(record)
             self.journal.rewrite([HEADER, *({"op": "put", **q} for q in self.questions.values())])
-            self._write()
+            if self._on_disk() != self._payload():
+                self._write()
         except BaseException:
             self.journal.close()
             raise
+
+    def _check_rewritable(self) -> None:
+        """Refuse an existing output without a journal that label would not write back as it
+        is (paragraphs without questions, fields label does not keep such as
+        ``plausible_answers``, questions without ids): rewriting it would lose them."""
+        if not (self.output.exists() or self.output.is_symlink()):
+            return
+        if self._on_disk() != squad_payload(self.documents, self._seeds):
+            raise QAFinetuneError(
+                f"--output {self.output} exists and holds what label does not keep "
+                "(paragraphs without questions, other fields): label never rewrites it; pass "
+                "it as a document to extend its questions, and choose a new --output"
+            )
+
+    def _on_disk(self) -> Any:
+        """The output's JSON as it is on disk (None: missing or not JSON)."""
+        import json
+
+        try:
+            return json.loads(self.output.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return None
+
+    def _payload(self) -> dict[str, Any]:
+        return squad_payload(self.documents, self.questions.values())
 
     def close(self) -> None:
         self.journal.close()
@@ -131,7 +159,7 @@ class LabelStore:
         self.questions[question_id] = {k: v for k, v in record.items() if k != "op"}
 
     def _write(self) -> None:
-        write_squad(self.output, squad_payload(self.documents, self.questions.values()))
+        write_squad(self.output, self._payload())
 
     def _save(self, record: dict[str, Any]) -> None:
         self.journal.append(record)

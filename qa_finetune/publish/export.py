@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.disk_space import is_disk_full
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.extras import require
 from qa_finetune.files import staged_folder, write_json
@@ -30,6 +31,7 @@ from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 from qa_finetune.runs.paths import RunPaths
+from qa_finetune.training.failures import disk_full_error
 
 CHECKPOINTS = ("latest", "best")
 # What `ask --model RUN` answers with: RUN/model, the weights training kept.
@@ -153,6 +155,11 @@ def export_run(
     target = Path(output) if output is not None else default
     # Only the default hf folder of the best weights is the run's model/ itself.
     in_place = not serving and checkpoint == "best" and output is None
+    if in_place and not _is_runs_model(target):
+        raise QAFinetuneError(
+            f"{target} is a model folder of its own, not a run's model/: export never rewrites "
+            "it in place (its other files would go); pass --output NEW_FOLDER"
+        )
     if not in_place:
         # Before the model loads: a folder export did not make is never replaced.
         _check_target(target, overwrite, own_default=checkpoint == "latest" and target == default)
@@ -165,9 +172,23 @@ def export_run(
     tokenizer = load_tokenizer(source)
     settings = qa_settings(_run_of(run_dir, source), tokenizer)
     settings.update(format=fmt, source=source.name, checkpoint=checkpoint, step=step)
-    if in_place:
-        return _add_to_model_folder(model, tokenizer, target, settings)
-    return _write_export(chosen, model, tokenizer, target, quantize, settings)
+    try:
+        if in_place:
+            return _add_to_model_folder(model, tokenizer, target, settings)
+        return _write_export(chosen, model, tokenizer, target, quantize, settings)
+    except Exception as exc:
+        # h5py says "Can't close file (errno = 2)" when the disk is full: say what it is.
+        if is_disk_full(exc, target.parent):
+            raise disk_full_error(target.parent, "--output") from None
+        raise
+
+
+def _is_runs_model(folder: Path) -> bool:
+    """``RUN/model``: the model folder training wrote into a run directory."""
+    from qa_finetune.runs.ownership import is_run_directory
+    from qa_finetune.runs.paths import MODEL_DIR
+
+    return folder.name == MODEL_DIR and is_run_directory(folder.parent)
 
 
 def _add_to_model_folder(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 from qa_finetune.config import Config
 from qa_finetune.config_values import FEATURES_DIR
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs.ownership import is_run_directory
 from qa_finetune.runs.paths import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -56,18 +58,43 @@ def has_something_to_keep(run_dir: Path) -> bool:
     return has_checkpoint(run_dir) or RunPaths(run_dir).model.exists()
 
 
-def _is_abandoned(run_dir: Path) -> bool:
-    """Only the scaffolding of a run that never reached a checkpoint or a model."""
+def _only_scaffold(run_dir: Path) -> bool:
+    """Only names of a run's scaffolding (``config.yaml`` among them), nothing to keep."""
     if not RunPaths(run_dir).config.is_file() or has_something_to_keep(run_dir):
         return False
     return all(p.name in _SCAFFOLD or p.name.endswith(".tmp") for p in run_dir.iterdir())
 
 
+def _env_written_by_train(run_dir: Path) -> bool:
+    """``env.json`` as a run writes it (versions, seed, data fingerprint): the proof that a
+    folder of scaffolding names is a run's, not the user's."""
+    try:
+        env = json.loads(RunPaths(run_dir).env.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(env, dict) and {"packages", "seed", "data_fingerprint"} <= env.keys()
+
+
+def _is_abandoned(run_dir: Path) -> bool:
+    """The scaffolding of a run that never reached a checkpoint or a model, which that run
+    wrote (a user's folder of ``config.yaml``, ``history.csv`` and ``tensorboard/`` is not)."""
+    return _only_scaffold(run_dir) and _env_written_by_train(run_dir)
+
+
 def holds_only_scaffold(run_dir: Path) -> bool:
-    """An empty folder, or the scaffolding of a run that never reached a checkpoint."""
+    """An empty folder, or the scaffolding of a run that never reached a checkpoint (beside
+    the run an interrupted ``--overwrite`` moved aside: that run's own)."""
     if not run_dir.is_dir() or run_dir.is_symlink():
         return False
-    return not any(run_dir.iterdir()) or _is_abandoned(run_dir)
+    return not any(run_dir.iterdir()) or _only_scaffold(run_dir)
+
+
+def _replaceable(run_dir: Path) -> bool:
+    """What ``--overwrite`` may replace: a run directory or a run's scaffolding, never a git
+    repository (nor any other folder of the user's)."""
+    if (run_dir / ".git").exists():
+        return False
+    return is_run_directory(run_dir) or has_checkpoint(run_dir) or _only_scaffold(run_dir)
 
 
 def backup_of(run_dir: Path) -> Path:
@@ -115,7 +142,15 @@ def check_claimable(run_dir: Path, resume: bool, overwrite: bool) -> None:
         raise QAFinetuneError(
             f"{run_dir} is a file, not a run directory: choose another --run-name"
         )
-    if run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite and not _is_abandoned(run_dir):
+    if not run_dir.is_dir() or not any(run_dir.iterdir()) or _is_abandoned(run_dir):
+        return
+    if not _replaceable(run_dir):
+        raise QAFinetuneError(
+            f"{run_dir} exists and is not a run directory (no config.yaml beside checkpoints/ "
+            "or model/): train never replaces it, even with --overwrite; choose another "
+            "--run-name"
+        )
+    if not overwrite:
         raise QAFinetuneError(
             f"run directory {run_dir} exists: pass --overwrite to replace it, --resume to "
             "continue it, or choose another --run-name"

@@ -123,7 +123,14 @@ def create_app(service: AnswerService, model_dir: Path | None = None) -> FastAPI
     _add_answer_routes(app, service)
     _add_status_routes(app, service, metrics)
     _add_page(app, page)
-    add_feedback_route(app, service.settings.feedback_file, service.settings.model_name)
+    settings = service.settings
+    add_feedback_route(
+        app,
+        settings.feedback_file,
+        settings.model_name,
+        settings.max_context_chars,
+        settings.feedback_per_minute,
+    )
     return app
 
 

@@ -93,16 +93,6 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
-def _feedback_file(path: Path | None) -> str | None:
-    """The feedback file's absolute path (the --workers processes share it), checked."""
-    if path is None:
-        return None
-    path = Path(path).expanduser().resolve()
-    if path.is_dir() or not path.parent.is_dir():
-        raise ServeError(f"--feedback-file {path}: name a file in an existing folder")
-    return str(path)
-
-
 def _check_backend(backend: str) -> None:
     from qa_finetune.modeling.formats import BACKENDS
 
@@ -200,11 +190,13 @@ def serve(
     quantized: bool = False,
     max_queue: int = 256,
     cors_origins: tuple[str, ...] = (),
+    feedback_per_minute: int = 60,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized`` serves the folder's int8 ONNX model."""
     require_serve_extra()
 
+    from qa_finetune.serving.feedback import checked_feedback_file
     from qa_finetune.serving.service import ServeSettings, check_settings
 
     settings = ServeSettings(
@@ -217,7 +209,8 @@ def serve(
         max_windows_per_request=max_windows_per_request,
         request_timeout=request_timeout,
         read_timeout=read_timeout,
-        feedback_file=_feedback_file(feedback_file),
+        feedback_file=checked_feedback_file(feedback_file),
+        feedback_per_minute=feedback_per_minute,
         max_queue=max_queue,
         cors_origins=tuple(cors_origins),
         access_log=access_log,

@@ -5,6 +5,8 @@ Off unless ``serve --feedback-file FILE`` names a file (404 otherwise). A verdic
 when the user selected one) or ``no_answer`` (the context does not answer the question).
 Spans are checked against the context (``context[start:end] == text``, code points), so a
 line on disk is always usable. ``qa-finetune feedback`` turns the file into SQuAD JSON.
+Bounded as ``/v1/answer`` is: the body size, ``--max-context-chars``, and a rate cap
+(``--feedback-per-minute``) on how fast the file grows.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from __future__ import annotations
 import datetime
 import fcntl
 import json
+import math
 import os
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +27,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, model_validator
 
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import check_file
+from qa_finetune.runs.targets import refuse_link
 from qa_finetune.serving.answering import error
 from qa_finetune.serving.schemas import AnswerRequest, ErrorResponse
 
@@ -56,6 +65,63 @@ class FeedbackRequest(AnswerRequest):
         return self
 
 
+def checked_feedback_file(path: Path | None) -> str | None:
+    """``--feedback-file`` as an absolute path (the --workers processes share it), checked: a
+    new file, or one that holds verdicts already (a file of the user's is never appended to)."""
+    if path is None:
+        return None
+    path = Path(path).expanduser()
+    refuse_link(path, "--feedback-file")
+    path = path.resolve()
+    if path.is_dir() or not path.parent.is_dir():
+        raise QAFinetuneError(f"--feedback-file {path}: name a file in an existing folder")
+    if path.exists():
+        check_file(path, "feedback file", "--feedback-file")
+        if not _holds_verdicts(path):
+            raise QAFinetuneError(
+                f"--feedback-file {path} exists and is not a feedback file (its first line is "
+                "not a verdict of serve): name a new file, or one serve wrote"
+            )
+    return str(path)
+
+
+def _holds_verdicts(path: Path) -> bool:
+    """Empty, or its first line is a verdict as ``FeedbackLog`` writes it."""
+    with open(path, "rb") as handle:
+        first = handle.readline(1 << 20)
+    if not first:
+        return True
+    try:
+        record = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and {"time", "model", "verdict"} <= record.keys()
+
+
+class RateCap:
+    """At most ``per_minute`` verdicts in any 60 seconds (per server process; 0: no cap):
+    with contexts up to ``--max-context-chars`` this bounds how fast the file grows."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._times: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def wait(self) -> int:
+        """0 when one more verdict is taken now (and counted); else seconds until one is."""
+        if self.per_minute <= 0:
+            return 0
+        with self._lock:
+            now = self._clock()
+            while self._times and now - self._times[0] >= 60:
+                self._times.popleft()
+            if len(self._times) >= self.per_minute:
+                return max(1, math.ceil(60 - (now - self._times[0])))
+            self._times.append(now)
+            return 0
+
+
 class FeedbackLog:
     """Append-only JSON Lines; each line written whole under a lock and fsync'd (safe across
     the processes of ``--workers N``)."""
@@ -80,10 +146,16 @@ class FeedbackLog:
         return record
 
 
-def add_feedback_route(app: FastAPI, path: str | None, model: str) -> None:
-    """``POST /v1/feedback`` (and ``GET``: whether it is on); 404 without a file."""
+def add_feedback_route(
+    app: FastAPI, path: str | None, model: str, max_context_chars: int, per_minute: int
+) -> None:
+    """``POST /v1/feedback`` (and ``GET``: whether it is on); 404 without a file, 413 for a
+    context over ``--max-context-chars`` (as ``/v1/answer``), 429 over the rate cap."""
     log = FeedbackLog(Path(path), model) if path else None
-    responses: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
+    cap = RateCap(per_minute)
+    responses: dict[int | str, dict[str, Any]] = {
+        status: {"model": ErrorResponse} for status in (404, 413, 429)
+    }
 
     @app.get(FEEDBACK_ROUTE, responses=responses)
     async def feedback_on() -> Any:
@@ -95,6 +167,21 @@ def add_feedback_route(app: FastAPI, path: str | None, model: str) -> None:
         """Record a verdict on an answer (one JSON line in the server's feedback file)."""
         if log is None:
             return error(404, OFF)
+        if len(item.context) > max_context_chars:
+            return error(
+                413,
+                f"context is {len(item.context)} characters, over this server's limit of "
+                f"{max_context_chars} (--max-context-chars)",
+            )
+        wait = cap.wait()
+        if wait:
+            busy = error(
+                429,
+                f"over this server's {cap.per_minute} verdicts a minute "
+                f"(--feedback-per-minute): retry in {wait} s",
+            )
+            busy.headers["Retry-After"] = str(wait)
+            return busy
         try:
             record = log.append(item)
         except OSError as exc:

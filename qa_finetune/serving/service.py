@@ -55,6 +55,7 @@ class ServeSettings:
     request_timeout: float = 60.0  # seconds from the body read to the answer
     read_timeout: float = 30.0  # seconds to send the headers, then the whole body
     feedback_file: str | None = None  # JSON Lines of verdicts (POST /v1/feedback); None: off
+    feedback_per_minute: int = 60  # verdicts taken in any 60 s per process; more: 429. 0: all
     # Answer requests being answered at once; one more is refused (503) rather than queued
     # behind work it would wait out its timeout for. 0: no bound.
     max_queue: int = 256
@@ -77,6 +78,10 @@ def check_settings(settings: ServeSettings) -> None:
     if settings.max_windows_per_request < 1:
         raise ValueError(
             f"--max-windows-per-request must be at least 1, got {settings.max_windows_per_request}"
+        )
+    if settings.feedback_per_minute < 0:
+        raise ValueError(
+            f"--feedback-per-minute must be 0 (no cap) or more, got {settings.feedback_per_minute}"
         )
     if settings.max_queue < 0:
         raise ValueError(f"--max-queue must be 0 (no bound) or more, got {settings.max_queue}")
