@@ -24,6 +24,7 @@ from qa_finetune.files import staged_folder, write_json
 from qa_finetune.runs.lookup import run_dir_of
 from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import CHECKPOINT_DIR, EVAL_DIR, TENSORBOARD_DIR, RunPaths
+from qa_finetune.runs.targets import refuse_link
 
 log = logging.getLogger(__name__)
 # What a copy of a run leaves behind: training state and reports of the original.
@@ -107,7 +108,8 @@ def _check_target(source: Path, target: Path, overwrite: bool) -> None:
                 f"{source} is read-only: pass --output NEW_RUN to calibrate a copy of the run"
             )
         return
-    if target.exists() or target.is_symlink():
+    refuse_link(target, "--output")
+    if target.exists():
         raise QAFinetuneError(
             f"--output {target} exists: name a new folder (calibrate never replaces one)"
         )
