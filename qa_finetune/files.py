@@ -72,6 +72,24 @@ def decode_utf8(data: bytes, where: str, error: type[QAFinetuneError] = QAFinetu
     return text.removeprefix(BOM)
 
 
+def surrogate_problem(text: str) -> str | None:
+    """Why ``text`` is not text that UTF-8 can hold, or None: a lone surrogate, from JSON's
+    ``"\\ud800"`` escape, or from a byte that is not UTF-8 in a file name or an argument
+    (Python keeps such a byte as a surrogate, U+DC80 to U+DCFF)."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        if 0xDC80 <= code <= 0xDCFF:
+            return (
+                f"holds a byte that is not UTF-8 (0x{code - 0xDC00:02x} at character {exc.start})"
+            )
+        return f"holds a lone surrogate (\\u{code:04x} at character {exc.start}), half a character"
+    return None
+
+
 def read_text(
     path: Path,
     what: str = "file",
