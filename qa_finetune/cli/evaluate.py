@@ -17,6 +17,7 @@ from qa_finetune.cli.options import (
     NoAnswerThresholdOption,
     QuantizedOption,
     StrideOption,
+    check_threshold,
     friendly_errors,
     model_on_backend,
 )
@@ -81,6 +82,7 @@ def evaluate(
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
+    check_threshold(no_answer_threshold)
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
