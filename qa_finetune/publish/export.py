@@ -84,13 +84,18 @@ def _load_latest(run_dir: Path, path: str) -> tuple[Any, Path]:
     return model, source
 
 
+def check_source(run_dir: Path) -> None:
+    """Raise unless ``run_dir`` is a folder (cheap: checked before TensorFlow loads)."""
+    hint = "pass a run directory written by qa-finetune train, or a model folder"
+    if run_dir.exists() and not run_dir.is_dir():
+        raise QAFinetuneError(f"{run_dir} is a file, not a run directory: {hint}")
+    if not run_dir.is_dir():
+        raise QAFinetuneError(f"{run_dir} does not exist: {hint}")
+
+
 def _best_model_dir(run_dir: Path) -> Path:
     """``RUN/model`` (or ``run_dir`` itself when it is a model folder)."""
-    if not run_dir.is_dir():
-        raise QAFinetuneError(
-            f"{run_dir} does not exist: pass a run directory written by qa-finetune train, "
-            "or a model folder"
-        )
+    check_source(run_dir)
     for candidate in (RunPaths(run_dir).model, run_dir):
         if (candidate / "config.json").is_file():
             return candidate
