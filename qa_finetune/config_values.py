@@ -65,9 +65,28 @@ def check_all(checks: Checks) -> None:
         check(condition, key, message)
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that names one key twice (PyYAML would keep the last in silence)."""
+
+
 class ConfigLoader(yaml.SafeLoader):
     """PyYAML's safe loader without YAML 1.1's base-60 numbers: ``1:30`` stays text (an error
-    for a numeric key) instead of becoming 90."""
+    for a numeric key) instead of becoming 90; a key given twice in one mapping is an error,
+    as ``--set`` makes it (neither the file nor its reader says which one was meant)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        lines: dict[str, int] = {}
+        for key_node, _ in node.value:  # the keys as written, before ``<<`` merges
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            line = key_node.start_mark.line + 1
+            if key_node.value in lines:
+                raise DuplicateKey(
+                    f"key '{key_node.value}' is given twice (lines {lines[key_node.value]} "
+                    f"and {line}): give each key once"
+                )
+            lines[key_node.value] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 ConfigLoader.yaml_implicit_resolvers = {
@@ -117,7 +136,9 @@ def coerce_value(value: Any, annotation: Any, key: str) -> Any:
     elif annotation is int:
         if isinstance(value, int) and not isinstance(value, bool):
             # NumPy and TensorFlow hold counts and seeds in 64 bits at most.
-            check(abs(value) < 2**63, key, f"must fit in 64 bits, got {value}")
+            # Beyond some 3,000 digits a number cannot even be shown (Python's int to text).
+            shown = value if value.bit_length() < 10_000 else f"a {value.bit_length()}-bit number"
+            check(abs(value) < 2**63, key, f"must fit in 64 bits, got {shown}")
             return value
     elif annotation is float:
         if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
@@ -141,12 +162,21 @@ def read_yaml(path: Path) -> Mapping[str, Any]:
     text = read_text(path, "config file", "--config", ConfigError)
     try:
         values = load_yaml(text, f"config file {path}", ConfigLoader, ConfigError) or {}
+    except DuplicateKey as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"config file {path} is not valid YAML: {exc}".replace("\n", " ")
         ) from exc
     if not isinstance(values, Mapping):
         raise ConfigError(f"config file {path} must hold a mapping of sections (model, data, ...)")
+    for section, keys in values.items():
+        # Checked here, not only once merged: a flag's keys would replace the value unseen.
+        if keys is not None and not isinstance(keys, Mapping):
+            raise ConfigError(
+                f"config file {path}: section '{section}' must be a mapping of keys to values, "
+                f"got {type(keys).__name__}: indent its keys under it, or remove it"
+            )
     return values
 
 
@@ -195,6 +225,8 @@ def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
         raise ConfigError(f"--set expects section.key=value, got {assignment!r}")
     try:
         value = load_yaml(raw, f"--set {name}", ConfigLoader, ConfigError) if raw.strip() else None
+    except DuplicateKey as exc:
+        raise ConfigError(f"--set {name}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {name}: value {raw!r} is not valid YAML") from exc
     return {section: {key: value}}

@@ -1,15 +1,21 @@
-"""How deeply JSON and YAML values nest, bounded before they are parsed.
+"""How deeply JSON and YAML values nest, bounded before they are parsed; how long their
+integers are, bounded as they are parsed.
 
 Python's ``json`` and PyYAML build nested values by recursion (a ``RecursionError`` past about
 a thousand levels) and ijson keeps the path of every open level (memory that grows with the
 square of the depth: 200k ``[`` in a 400 KB file take gigabytes). So JSON text is scanned
 first, brackets counted outside strings, and deeper text fails with one line; YAML, whose
 nesting also comes from indentation, is checked on its parser's events before it is loaded.
+
+Python refuses to turn text of more than 4300 digits into an int (a guard against quadratic
+time) with a ValueError that no JSON or YAML error handler expects; such an integer fails
+here, with one line naming where it is.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +33,15 @@ _SPAN = re.compile(rb'(?:[^"\[\]{}]++|"(?:[^"\\]|\\.)*+(?:"|(\\?)\Z))*+([\[\]{}]
 _STRING_REST = re.compile(rb'(?:[^"\\]|\\.)*+(?:"|(\\?)\Z)', re.DOTALL)
 _OPENING = (ord("["), ord("{"))
 
+# Python's own limit on int() of decimal text (sys.int_info.default_max_str_digits); no
+# offset, count, id or setting comes near it.
+MAX_DIGITS = 4300
+# A YAML integer in any base PyYAML reads (YAML 1.1: 0b, 0x, 0 for octal, underscores), and
+# the decimal digits each digit of its base is worth.
+_YAML_INT = re.compile(r"[-+]?(0b|0x|0(?=[0-7_]))?([0-9a-fA-F_]+)")
+_DECIMAL_DIGITS = {"0b": math.log10(2), "0x": math.log10(16), "0": math.log10(8), None: 1.0}
+_INT_TAG = "tag:yaml.org,2002:int"
+
 
 def too_deep(where: str, limit: int = MAX_DEPTH, line: int | None = None) -> str:
     """The one-line message for values nested deeper than ``limit``."""
@@ -35,6 +50,40 @@ def too_deep(where: str, limit: int = MAX_DEPTH, line: int | None = None) -> str
         f"{where}: values nested deeper than {limit} levels{at}; flatten them "
         "(no question-answering data or config nests that deep)"
     )
+
+
+def too_long(where: str, digits: int, line: int | None = None) -> str:
+    """The one-line message for an integer of more than ``MAX_DIGITS`` digits."""
+    at = f" (line {line})" if line is not None else ""
+    return (
+        f"{where}: an integer of {digits} digits{at}, over the limit of {MAX_DIGITS}; fix the "
+        "value (no offset, count or setting is that long)"
+    )
+
+
+class _LongInteger(Exception):
+    """Raised from inside ``json.loads`` (not a ValueError: nothing on the way catches it)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text[:20])
+        self.text = text
+
+
+def _bounded_int(text: str) -> int:
+    """``int(text)`` for ``json.loads``' integers, refusing what Python's int() would."""
+    if len(text) > MAX_DIGITS and len(text.lstrip("-")) > MAX_DIGITS:
+        raise _LongInteger(text)
+    return int(text)
+
+
+def _yaml_int_digits(event: Any) -> int:
+    """How many decimal digits the integer a YAML scalar holds has (0: not an integer); a
+    hexadecimal one is converted without limit, but its value could not be shown."""
+    match = _YAML_INT.fullmatch(event.value)
+    if match is None:
+        return 0
+    digits = len(match.group(2).replace("_", ""))
+    return math.ceil(digits * _DECIMAL_DIGITS[match.group(1)])
 
 
 class JsonDepth:
@@ -115,6 +164,27 @@ def check_json_depth(
     JsonDepth(where, error, first_line=first_line).feed(text)
 
 
+def parse_json(
+    text: str | bytes,
+    where: str,
+    error: type[QAFinetuneError] = QAFinetuneError,
+    first_line: int | None = 1,
+) -> Any:
+    """``json.loads(text)`` once its nesting is checked (see ``check_json_depth``), with an
+    integer of more than ``MAX_DIGITS`` digits an ``error`` naming ``where`` and the line.
+    A syntax error is raised as ``json.JSONDecodeError``, for the caller to word."""
+    check_json_depth(text, where, error, first_line=first_line)
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except _LongInteger as exc:
+        line = None
+        if first_line is not None:
+            digits = exc.text if isinstance(text, str) else exc.text.encode()
+            before = text[: max(text.find(digits), 0)]  # type: ignore[index,arg-type]
+            line = first_line + before.count("\n" if isinstance(text, str) else b"\n")
+        raise error(too_long(where, len(exc.text.lstrip("-")), line)) from None
+
+
 def load_json(
     text: str | bytes,
     where: str,
@@ -122,11 +192,10 @@ def load_json(
     error: type[QAFinetuneError] = QAFinetuneError,
     first_line: int | None = 1,
 ) -> Any:
-    """JSON ``text`` parsed once its nesting is checked (see ``check_json_depth``); a syntax
-    error is one ``error`` line, the text ``invalid`` makes of it."""
-    check_json_depth(text, where, error, first_line=first_line)
+    """JSON ``text`` parsed by ``parse_json``; a syntax error is one ``error`` line, the text
+    ``invalid`` makes of it."""
     try:
-        return json.loads(text)
+        return parse_json(text, where, error, first_line=first_line)
     except json.JSONDecodeError as exc:
         raise error(invalid(exc)) from None
 
@@ -136,7 +205,9 @@ def load_yaml(
 ) -> Any:
     """``text`` loaded by the YAML ``loader`` once its events show it nests no deeper than
     ``MAX_DEPTH`` (the event parser keeps a stack, not a recursion, and stops at the first
-    level too many). A YAML syntax error is raised as PyYAML's ``YAMLError``."""
+    level too many) and holds no integer longer than ``MAX_DIGITS`` (in any base: a longer
+    one cannot even be shown in a message). A YAML syntax error is raised as PyYAML's
+    ``YAMLError``."""
     import yaml
 
     depth = 0
@@ -147,4 +218,8 @@ def load_yaml(
                 raise error(too_deep(where, MAX_DEPTH, event.start_mark.line + 1))
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+        elif isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_DIGITS // 4:
+            digits = _yaml_int_digits(event) if event.implicit[0] or event.tag == _INT_TAG else 0
+            if digits > MAX_DIGITS:
+                raise error(too_long(where, digits, event.start_mark.line + 1))
     return yaml.load(text, Loader=loader)

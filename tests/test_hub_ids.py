@@ -21,6 +21,10 @@ from qa_finetune.hub_ids import is_hub_id
         ("user/mo--del", False, False),
         ("user/mo..del", False, False),
         ("user/" + "m" * 97, False, False),
+        # 200 characters: no part may pass the Hub's 96 (a namespace neither).
+        ("n" * 103 + "/" + "m" * 96, False, False),
+        ("n" * 96 + "/" + "m" * 96, True, True),
+        ("user/model.git", False, False),
         ("", False, False),
     ],
 )

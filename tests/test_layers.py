@@ -26,6 +26,7 @@ LAYERS = {
     "config_parent": 0,
     "config_values": 0,
     "files": 0,
+    "staged_folders": 0,
     "disk_space": 0,
     "nesting": 0,
     "compat": 0,

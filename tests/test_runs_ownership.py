@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from qa_finetune.cli.app import app
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import replace_folder, staged_folder
 from qa_finetune.publish.hub import push_run
+from qa_finetune.staged_folders import replace_folder, staged_folder
 
 RECORD = {
     "id": "a",

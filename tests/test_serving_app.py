@@ -152,6 +152,31 @@ def test_malformed_json_is_422(client: TestClient) -> None:
     assert response.json()["error"].startswith("body: malformed JSON")
 
 
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        # json.loads raised RecursionError and ValueError: FastAPI's 400 {"detail"}.
+        (
+            b'{"question": "x", "context": "y", "z": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+            "values nested deeper than 100 levels; flatten them (no question-answering data "
+            "or config nests that deep)",
+        ),
+        (
+            b'{"question": "x", "context": "y", "top_k": ' + b"9" * 5000 + b"}",
+            "an integer of 5000 digits, over the limit of 4300; fix the value (no offset, "
+            "count or setting is that long)",
+        ),
+    ],
+)
+def test_a_body_no_parser_takes_is_the_documented_422(
+    client: TestClient, body: bytes, reason: str
+) -> None:
+    for route in ("/v1/answer", "/v1/answer:batch"):
+        response = client.post(route, content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 422
+        assert response.json()["error"] == f"body: malformed JSON ({reason})"
+
+
 def test_a_bad_item_of_a_batch_is_named(client: TestClient) -> None:
     items = [{"question": QUESTION, "context": CONTEXT}, {"question": QUESTION}]
     response = client.post("/v1/answer:batch", json=items)

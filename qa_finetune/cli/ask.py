@@ -19,6 +19,7 @@ from qa_finetune.cli.options import (
     OutputDirOption,
     QuantizedOption,
     StrideOption,
+    check_threshold,
     friendly_errors,
     model_on_backend,
 )
@@ -92,6 +93,7 @@ def ask(
     show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
     _check_combination(question, context, context_file, batch, output, overwrite)
+    check_threshold(no_answer_threshold)
     text, parsed = "", None
     if batch is not None:
         parsed = _read_batch(batch, skip_errors)

@@ -18,6 +18,7 @@ from qa_finetune.cli.options import (
     QuantizedOption,
     QuestionNegativesOption,
     StrideOption,
+    check_threshold,
     friendly_errors,
     model_on_backend,
 )
@@ -83,6 +84,7 @@ def evaluate(
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
+    check_threshold(no_answer_threshold)
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
     if question_negatives and not allow_no_answer:

@@ -53,8 +53,9 @@ def export(
 
     # Locked first: a run being trained (checkpoints rotating) is refused in one line.
     with lock_run_of(run_dir, "export"):
-        from qa_finetune.publish.export import export_run
+        from qa_finetune.publish.export import check_source, export_run
 
+        check_source(run_dir)  # a mistyped path fails at once, not after TensorFlow loads
         import_tensorflow_quietly()
         target = export_run(run_dir, format, checkpoint, output, quantize, overwrite=overwrite)
     typer.echo(f"Saved {target}")

@@ -6,6 +6,7 @@ imports the option types it uses from here at run time.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from functools import wraps
@@ -75,6 +76,16 @@ QuantizedOption = Annotated[
         help=f"Run the int8 ONNX model ({INT8_FILE}, `export --format onnx --quantize int8`).",
     ),
 ]
+
+
+def check_threshold(value: float | None) -> None:
+    """Refuse a ``--no-answer-threshold`` of NaN or infinity: NaN compares false with every
+    score (no question would ever be abstained on) and neither is a margin between scores."""
+    if value is not None and not math.isfinite(value):
+        raise QAFinetuneError(
+            f"--no-answer-threshold must be a finite number, got {value}: give a margin such "
+            "as 0 or 2.5"
+        )
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

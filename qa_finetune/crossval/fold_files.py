@@ -36,7 +36,13 @@ def training_records(config: Config) -> list[dict[str, Any]]:
         path = Path(name.strip())
         check_file(path, "training file", "--train-file")
         records.extend(read_records(path, data))
-    kept = list(validate_records(records, data.allow_no_answer, SplitReport()))
+    report = SplitReport()
+    kept = list(validate_records(records, data.allow_no_answer, report))
+    if report.examples_dropped:  # said, as prepare and train say it: a silent drop looks lost
+        log.warning(
+            f"note: {report.examples_dropped} of {report.examples_read} examples dropped "
+            f"(first: {report.samples[0]})"
+        )
     if not kept:
         raise QAFinetuneError(
             f"{data.train_file}: no usable examples to cross-validate; check the file, or set "

@@ -29,7 +29,7 @@ from qa_finetune.data.records import (
     read_records,
 )
 from qa_finetune.files import check_file, read_text
-from qa_finetune.nesting import JsonDepth
+from qa_finetune.nesting import JsonDepth, parse_json
 
 # Rows per chunk of CSV and Parquet files; JSON is read in ijson's own buffer.
 CHUNK_ROWS = 10_000
@@ -111,8 +111,8 @@ def _first_line_is_object(path: Path) -> bool:
         lines = (raw for raw in handle if raw.strip())
         first = next(lines, b"")
         try:
-            is_object = isinstance(json.loads(first.decode("utf-8")), Mapping)
-        except json.JSONDecodeError:
+            is_object = isinstance(parse_json(first, "line", DataError), Mapping)
+        except (json.JSONDecodeError, DataError):
             return False
         return is_object and next(lines, None) is not None
 

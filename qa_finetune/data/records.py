@@ -18,7 +18,7 @@ from typing import Any
 from qa_finetune.config import DataConfig
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import check_file, read_text
-from qa_finetune.nesting import check_json_depth, load_json
+from qa_finetune.nesting import load_json, parse_json
 
 FLAT_SUFFIXES = {".jsonl", ".csv", ".parquet", ".json"}
 
@@ -78,9 +78,9 @@ def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, 
                 "its paragraphs [{context, qas}] (SQuAD format), or give flat examples"
             )
         for paragraph in paragraphs:
-            context = paragraph.get("context")
-            for qa in paragraph.get("qas", []):
+            for qa in _questions_of(paragraph, path, number, title):
                 answers = qa.get("answers") or []
+                context = paragraph.get("context")
                 record = {
                     "id": qa.get("id"),
                     "title": title,
@@ -101,12 +101,25 @@ def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, 
                 yield record
 
 
+def _questions_of(paragraph: Any, path: Path, number: int, title: str) -> list[Mapping[str, Any]]:
+    """A SQuAD paragraph's questions, each an object; a paragraph of another shape is an error
+    naming its article (guessing past it would drop its questions unseen)."""
+    qas = paragraph.get("qas", []) if isinstance(paragraph, Mapping) else None
+    if not isinstance(qas, list) or not all(isinstance(qa, Mapping) for qa in qas):
+        named = f" ({title!r})" if title else ""
+        raise DataError(
+            f"{path}: article {number}{named} has a paragraph that is not "
+            '{"context": ..., "qas": [questions]}: give each paragraph a context and a list of '
+            "question objects (SQuAD format)"
+        )
+    return qas
+
+
 def _normalise_answers(value: Any, where: str = "answers") -> dict[str, list[Any]]:
     """Accept answers as a dict of lists, a list of dicts, a JSON string, or one dict."""
     if isinstance(value, str):
-        check_json_depth(value, where, DataError, first_line=None)
         try:
-            value = json.loads(value)
+            value = parse_json(value, where, DataError, first_line=None)
         except json.JSONDecodeError:
             return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
     if value is None:
@@ -161,11 +174,12 @@ def _read_flat_rows(path: Path) -> list[dict[str, Any]]:
     return frame.to_dict(orient="records")
 
 
-def _looks_like_json_lines(text: str) -> bool:
+def _looks_like_json_lines(path: Path, text: str) -> bool:
     """A .json file that holds JSON Lines: its first line alone is a JSON object."""
-    first = next((line for line in text.split("\n") if line.strip()), "")
+    lines = text.split("\n")
+    number, first = next(((n, line) for n, line in enumerate(lines, 1) if line.strip()), (1, ""))
     try:
-        return isinstance(json.loads(first), Mapping)
+        return isinstance(parse_json(first, str(path), DataError, first_line=number), Mapping)
     except json.JSONDecodeError:
         return False
 
@@ -178,11 +192,10 @@ def read_records(path: Path, config: DataConfig) -> list[dict[str, Any]]:
         raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
     if suffix == ".json":
         text = read_text(path, "data file", error=DataError)
-        check_json_depth(text, str(path), DataError)
         try:
-            payload = json.loads(text)
+            payload = parse_json(text, str(path), DataError)
         except json.JSONDecodeError as exc:
-            if not _looks_like_json_lines(text):
+            if not _looks_like_json_lines(path, text):
                 raise DataError(
                     f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
                     "fix the file at that line and column"

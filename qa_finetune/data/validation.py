@@ -4,10 +4,13 @@ tokenization because of a bad example."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from qa_finetune.files import surrogate_problem
 
 # How far (in characters) a wrong answer_start may be from the real occurrence to be repaired.
 REPAIR_WINDOW_CHARS = 64
@@ -59,6 +62,14 @@ def _locate_answer(context: str, text: str, start: Any) -> tuple[int | None, boo
     return None, False
 
 
+def _given_id(raw_id: Any) -> str | None:
+    """The record's own id as text; None when it has none: missing, empty, or an empty CSV
+    cell (which pandas reads as NaN)."""
+    if raw_id is None or (isinstance(raw_id, float) and math.isnan(raw_id)):
+        return None
+    return str(raw_id) if str(raw_id).strip() else None
+
+
 def _drop_reason(
     record: dict[str, Any], example_id: str, seen_ids: set[str]
 ) -> tuple[str, str] | None:
@@ -75,6 +86,17 @@ def _drop_reason(
         return example_id, "empty or missing question"
     if record["answers"].get("malformed"):
         return example_id, "malformed answers field"
+    answer_texts = [t for t in record["answers"]["text"] if isinstance(t, str)]
+    for name, values in (
+        ("context", [context]),
+        ("question", [question]),
+        ("title", [record.get("title")]),
+        ("id", [example_id]),
+        ("answer", answer_texts),
+    ):
+        # JSON's "\ud800" escape: half a character, which no file can be written with.
+        if any(isinstance(v, str) and surrogate_problem(v) for v in values):
+            return example_id, f"a lone surrogate in the {name} (not valid Unicode)"
     return None
 
 
@@ -115,8 +137,7 @@ def iter_validated(
     seen_ids: set[str] = set()
     for index, record in enumerate(records):
         report.examples_read += 1
-        raw_id = record.get("id")
-        example_id = str(raw_id) if raw_id not in (None, "") else f"example-{index}"
+        example_id = _given_id(record.get("id")) or f"example-{index}"
         dropped = _drop_reason(record, example_id, seen_ids)
         if dropped is not None:
             report.drop(*dropped)

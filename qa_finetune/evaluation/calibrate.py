@@ -20,11 +20,12 @@ from typing import Any
 
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import staged_folder, write_json
+from qa_finetune.files import write_json
 from qa_finetune.runs.lookup import run_dir_of
 from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import CHECKPOINT_DIR, EVAL_DIR, TENSORBOARD_DIR, RunPaths
 from qa_finetune.runs.targets import refuse_link
+from qa_finetune.staged_folders import staged_folder
 
 log = logging.getLogger(__name__)
 # What a copy of a run leaves behind: training state and reports of the original.

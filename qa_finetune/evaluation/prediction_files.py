@@ -9,7 +9,7 @@ from typing import Any
 from qa_finetune.decoding.answerability import answerability
 from qa_finetune.decoding.spans import Predictions
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import read_text
+from qa_finetune.files import read_text, surrogate_problem
 from qa_finetune.nesting import load_json
 
 
@@ -40,6 +40,11 @@ def read_predictions(path: Path) -> dict[str, str]:
                 f"{path}: the answer for id {key!r} is {type(value).__name__}, not text "
                 "(official SQuAD format {id: answer})"
             )
+        for what, text in ((f"the id {key!r}", key), (f"the answer for id {key!r}", value)):
+            # JSON's "\ud800" escape: half a character, which no report can be written with.
+            problem = surrogate_problem(text)
+            if problem:
+                raise EvaluationError(f"{path}: {what} {problem}: fix the file")
     return values
 
 

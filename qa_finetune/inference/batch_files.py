@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import InferenceError, QAFinetuneError
-from qa_finetune.files import staged_file
+from qa_finetune.files import staged_file, surrogate_problem
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.inference.inputs import checked_text
 
@@ -30,13 +30,11 @@ class _Line:
 
 
 def _parse_line(raw: str, number: int) -> _Line:
-    from qa_finetune.nesting import check_json_depth
+    from qa_finetune.nesting import load_json
 
-    check_json_depth(raw, "line", InferenceError, first_line=None)
-    try:
-        record = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InferenceError(f"not valid JSON ({exc.msg})") from exc
+    record = load_json(
+        raw, "line", lambda exc: f"not valid JSON ({exc.msg})", InferenceError, first_line=None
+    )
     if not isinstance(record, Mapping):
         raise InferenceError("each line must be a JSON object {question, context[, id]}")
     for key in ("question", "context"):
@@ -45,6 +43,9 @@ def _parse_line(raw: str, number: int) -> _Line:
         checked_text(record[key], key, "")
     raw_id = record.get("id")
     example_id = str(number) if raw_id in (None, "") else str(raw_id)
+    problem = surrogate_problem(example_id)
+    if problem:
+        raise InferenceError(f"the id {problem}: give it as UTF-8 text")
     return _Line(number, example_id, record["question"], record["context"])
 
 

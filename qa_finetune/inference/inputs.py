@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from qa_finetune.errors import InferenceError
+from qa_finetune.files import surrogate_problem
 
 
 def checked_text(value: Any, what: str, where: str) -> str:
@@ -19,6 +20,10 @@ def checked_text(value: Any, what: str, where: str) -> str:
             else "give the text that holds the answer (--context, --context-file or stdin)"
         )
         raise InferenceError(f"{where}the {what} is empty: {fix}")
+    problem = surrogate_problem(value)
+    if problem:
+        # No tokenizer, terminal or file can take it: refused before the model loads.
+        raise InferenceError(f"{where}the {what} {problem}: give it as UTF-8 text")
     return value
 
 

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.labeling.store import LabelError, LabelStore
+from qa_finetune.serving.json_body import CheckedJSONRoute
 from qa_finetune.serving.middleware import BodyGuard
 
 # question, context, top_k -> [{answer, score, start, end}] (QuestionAnswerer.answer)
@@ -62,6 +63,7 @@ def _answer(span: Span | None) -> dict[str, Any] | None:
 def create_label_app(store: LabelStore, proposer: Proposer | None = None) -> FastAPI:
     """The app over an opened store; ``proposer`` (a model's answers) is optional."""
     app = FastAPI(title="qa-finetune label", docs_url=None, redoc_url=None, openapi_url=None)
+    app.router.route_class = CheckedJSONRoute  # bodies too deep or with huge integers: 422
     limits = {path: BODY_LIMIT for path in ("/api/questions", "/api/propose")}
     app.add_middleware(BodyGuard, limits=limits, read_timeout=READ_TIMEOUT)
     _add_errors(app)
@@ -145,6 +147,9 @@ def _add_errors(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid"}
+        if first.get("type") == "json_invalid":  # the location is an offset, not a field
+            reason = (first.get("ctx") or {}).get("error", "decode error")
+            return JSONResponse({"error": f"body: malformed JSON ({reason})"}, status_code=422)
         where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
         return JSONResponse({"error": f"{where}: {first['msg']}"}, status_code=422)
 

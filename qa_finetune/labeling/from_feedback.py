@@ -10,15 +10,16 @@ a correction says only what the answer is not, and is counted, not written.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import surrogate_problem
 from qa_finetune.labeling.documents import Document
 from qa_finetune.labeling.squad_writer import squad_payload
+from qa_finetune.nesting import parse_json
 
 log = logging.getLogger("qa_finetune.labeling.from_feedback")
 NO_ANSWER = ("no answer",)
@@ -48,14 +49,20 @@ def read_feedback(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line.decode("utf-8")))
-        except ValueError:
+            record = parse_json(line, f"{path}: line {number}", first_line=None)
+        except ValueError:  # not JSON, or not UTF-8
             if number == len(lines):
                 log.warning("%s: line %d was cut short; ignored", path, number)
                 continue
             raise QAFinetuneError(
                 f"{path}: line {number} is not JSON: fix or delete that line"
             ) from None
+        if not isinstance(record, dict):
+            raise QAFinetuneError(
+                f"{path}: line {number} is {type(record).__name__}, not a verdict "
+                "(a JSON object): fix or delete that line"
+            )
+        records.append(record)
     return records
 
 
@@ -66,7 +73,11 @@ def _span(record: dict[str, Any], name: str) -> tuple[int, str] | None:
         return None
     start, text = span.get("start"), span.get("text")
     context = record.get("context", "")
-    if not isinstance(start, int) or not isinstance(text, str) or not text.strip():
+    # A character offset: not a bool (True is 1 to Python) nor negative (-3 counts back
+    # from the end, and would pass the comparison below).
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        return None
+    if not isinstance(text, str) or not text.strip():
         return None
     return (start, text) if context[start : start + len(text)] == text else None
 
@@ -96,9 +107,9 @@ def feedback_to_squad(records: list[dict[str, Any]]) -> tuple[dict[str, Any], Fe
     report = FeedbackReport(verdicts=len(records))
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for record in records:
-        if not isinstance(record.get("question"), str) or not isinstance(
-            record.get("context"), str
-        ):
+        texts = [record.get("question"), record.get("context")]
+        # Text a SQuAD file can hold: JSON's "\ud800" escape is half a character.
+        if not all(isinstance(t, str) and not surrogate_problem(t) for t in texts):
             report.unusable += 1
             continue
         groups.setdefault((record["question"], record["context"]), []).append(record)

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_bytes_durably
+from qa_finetune.nesting import parse_json
 
 log = logging.getLogger("qa_finetune.labeling.journal")
 
@@ -40,11 +41,17 @@ class Journal:
         self.path = Path(path)
         self._handle: IO[bytes] | None = None
         self._lock: IO[bytes] | None = None
+        self._made: list[Path] = []  # the files this open created, which abandon() removes
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
 
     def open(self) -> None:
         """Take the lock (one labeling server per output), then open for appending."""
+        self._made = [p for p in (self.lock_path, self.path) if not p.exists()]
         try:
-            self._lock = open(self.path.with_name(self.path.name + ".lock"), "ab")  # noqa: SIM115
+            self._lock = open(self.lock_path, "ab")  # noqa: SIM115
             self._handle = open(self.path, "ab")  # noqa: SIM115 (held open until close())
         except OSError as exc:
             self.close()
@@ -65,6 +72,16 @@ class Journal:
                 handle.close()
         self._handle = self._lock = None
 
+    def abandon(self) -> None:
+        """Close, and remove the journal and lock files that ``open`` created (a start that
+        failed leaves the folder as it found it); files that were there before are kept."""
+        held = self._lock is not None
+        self.close()
+        if held:  # only the holder of the lock may remove what it made
+            for path in reversed(self._made):
+                path.unlink(missing_ok=True)
+        self._made = []
+
     def replay(self) -> list[dict[str, Any]]:
         """Every complete record in order; a cut-off last line is skipped with a warning."""
         try:
@@ -74,8 +91,8 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         if data and not data.endswith(b"\n"):
-            with contextlib.suppress(ValueError):
-                json.loads(data.rsplit(b"\n", 1)[-1])
+            with contextlib.suppress(ValueError, JournalError):
+                self._record(data.rsplit(b"\n", 1)[-1], 0)
                 # Whole but unterminated: terminate it, so the next record starts anew.
                 with open(self.path, "ab") as handle:
                     handle.write(b"\n")
@@ -87,9 +104,7 @@ class Journal:
                 continue
             last = number == len(lines)  # no newline after it: the write was cut short
             try:
-                record = json.loads(line.decode("utf-8"))
-                if not isinstance(record, dict):
-                    raise ValueError("not an object")
+                record = self._record(line, number)
             except ValueError:
                 if last:
                     log.warning(
@@ -106,6 +121,14 @@ class Journal:
                 ) from None
             records.append(record)
         return records
+
+    def _record(self, line: bytes, number: int) -> dict[str, Any]:
+        """One line as a record; ValueError when it is not one (cut short, or damaged), a
+        ``JournalError`` naming the line when it nests too deep or holds a huge integer."""
+        record = parse_json(line, f"{self.path}: line {number}", JournalError, first_line=None)
+        if not isinstance(record, dict):
+            raise ValueError("not an object")
+        return record
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record and fsync it: after this returns, the change survives a kill."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import surrogate_problem
 from qa_finetune.labeling.documents import Document, DocumentSet
 from qa_finetune.labeling.journal import Journal
 from qa_finetune.labeling.squad_writer import squad_payload, write_squad
@@ -57,7 +58,28 @@ def check_question(question: Any) -> str:
         raise LabelError("the question is empty: type a question")
     if len(question) > MAX_QUESTION_CHARS:
         raise LabelError(f"the question is over {MAX_QUESTION_CHARS} characters: shorten it")
+    problem = surrogate_problem(question)
+    if problem:  # JSON's "\ud800" escape: no file can be written with half a character
+        raise LabelError(f"the question {problem}: type it again")
     return question
+
+
+def _checked_record(record: dict[str, Any], document: Document) -> dict[str, Any]:
+    """A journal ``put`` record as the store keeps it, every field checked (a record that
+    was edited by hand is refused, not carried into the SQuAD file)."""
+    answers = record.get("answers")
+    if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
+        raise LabelError(f"'answers' must be a list of {{text, answer_start}}, got {answers!r}")
+    for answer in answers:
+        check_answer(document, answer)
+    revision = record.get("rev")
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        raise LabelError(f"'id' must be text, got {record.get('id')!r}")
+    if not isinstance(revision, int) or isinstance(revision, bool):
+        raise LabelError(f"'rev' must be a whole number, got {revision!r}")
+    check_question(record.get("question"))
+    fields = {"id", "rev", "key", "question", "answers"}
+    return {**{k: record[k] for k in fields}, "is_impossible": not answers}
 
 
 class LabelStore:
@@ -88,7 +110,7 @@ class LabelStore:
             if self._on_disk() != self._payload():
                 self._write()
         except BaseException:
-            self.journal.close()
+            self.journal.abandon()  # a journal this start made goes: nothing was saved
             raise
 
     def _check_rewritable(self) -> None:
@@ -139,24 +161,29 @@ class LabelStore:
         return record
 
     def _apply(self, record: dict[str, Any]) -> None:
-        op, question_id = record.get("op"), record.get("id")
+        op, question_id, key = record.get("op"), record.get("id"), record.get("key")
+        if op not in ("put", "delete") or not isinstance(question_id, str):
+            raise QAFinetuneError(
+                f"{self.journal.path}: a record is not a change to a question (op {op!r}, id "
+                f"{question_id!r}): restore the file from a backup, or delete that record"
+            )
         if op == "delete":
             self.questions.pop(question_id, None)
             return
-        if op != "put" or record.get("key") not in self._by_key:
+        if not isinstance(key, str) or key not in self._by_key:
             raise QAFinetuneError(
                 f"{self.journal.path}: a record names document {record.get('key')!r}, which "
                 "is not among the documents given: name its file too"
             )
         try:
-            for answer in record["answers"]:
-                check_answer(self._by_key[record["key"]], answer)
+            checked = _checked_record(record, self._by_key[record["key"]])
         except LabelError as exc:
             raise QAFinetuneError(
-                f"{self.journal.path}: question {record['question']!r} no longer fits "
-                f"{record['key']!r} ({exc}): the document changed; restore its text"
+                f"{self.journal.path}: question {record.get('question')!r} no longer fits "
+                f"{record['key']!r} ({exc}): the document changed, or the journal was "
+                "edited; restore them"
             ) from None
-        self.questions[question_id] = {k: v for k, v in record.items() if k != "op"}
+        self.questions[checked["id"]] = checked
 
     def _write(self) -> None:
         write_squad(self.output, self._payload())

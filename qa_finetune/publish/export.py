@@ -23,7 +23,7 @@ from typing import Any
 from qa_finetune.disk_space import is_disk_full
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.extras import require
-from qa_finetune.files import staged_folder, write_json
+from qa_finetune.files import write_json
 from qa_finetune.modeling import formats
 from qa_finetune.modeling.formats import ExportFormat
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG, qa_settings, read_qa_config
@@ -31,6 +31,7 @@ from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 from qa_finetune.runs.paths import RunPaths
+from qa_finetune.staged_folders import staged_folder
 from qa_finetune.training.failures import disk_full_error
 
 CHECKPOINTS = ("latest", "best")
@@ -86,13 +87,18 @@ def _load_latest(run_dir: Path, path: str) -> tuple[Any, Path]:
     return model, source
 
 
+def check_source(run_dir: Path) -> None:
+    """Raise unless ``run_dir`` is a folder (cheap: checked before TensorFlow loads)."""
+    hint = "pass a run directory written by qa-finetune train, or a model folder"
+    if run_dir.exists() and not run_dir.is_dir():
+        raise QAFinetuneError(f"{run_dir} is a file, not a run directory: {hint}")
+    if not run_dir.is_dir():
+        raise QAFinetuneError(f"{run_dir} does not exist: {hint}")
+
+
 def _best_model_dir(run_dir: Path) -> Path:
     """``RUN/model`` (or ``run_dir`` itself when it is a model folder)."""
-    if not run_dir.is_dir():
-        raise QAFinetuneError(
-            f"{run_dir} does not exist: pass a run directory written by qa-finetune train, "
-            "or a model folder"
-        )
+    check_source(run_dir)
     for candidate in (RunPaths(run_dir).model, run_dir):
         if (candidate / "config.json").is_file():
             return candidate

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import yaml
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.hub_ids import is_hub_id
+from qa_finetune.hub_ids import MAX_NAME_LENGTH, is_hub_id
 from qa_finetune.modeling.families import LOADABLE_WEIGHTS, TOKENIZER_ANCHORS
 from qa_finetune.modeling.formats import SERVING
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG
@@ -57,6 +57,11 @@ def check_run_dir(run_dir: Path) -> Path:
     """The ``model/`` folder of ``run_dir``, after checking it holds a loadable model."""
     model_dir = RunPaths(run_dir).model
     hint = "train one with `qa-finetune train` first"
+    if run_dir.exists() and not run_dir.is_dir():
+        raise QAFinetuneError(
+            f"{run_dir} is a file, not a run directory: pass the folder that "
+            "`qa-finetune train` wrote"
+        )
     if not run_dir.is_dir():
         raise QAFinetuneError(f"run directory {run_dir} does not exist: {hint}")
     if not (model_dir / "config.json").is_file():
@@ -80,7 +85,7 @@ def check_repo_id(repo_id: str) -> str:
     if not is_hub_id(repo_id, namespace_required=True):
         raise QAFinetuneError(
             f"invalid repo id {repo_id!r}: use namespace/name, e.g. your-username/minilm-squad "
-            "(letters, digits, '-', '_', '.')"
+            f"(letters, digits, '-', '_', '.'; at most {MAX_NAME_LENGTH} characters each)"
         )
     return repo_id
 

@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from qa_finetune.serving.access_log import HEADER, AccessLog, request_id
 from qa_finetune.serving.answering import answer_items, error
 from qa_finetune.serving.feedback import FEEDBACK_ROUTE, add_feedback_route
+from qa_finetune.serving.json_body import CheckedJSONRoute
 from qa_finetune.serving.metrics import ServeMetrics
 from qa_finetune.serving.middleware import BodyGuard, RequestMetrics
 from qa_finetune.serving.model_info import describe_model
@@ -115,6 +116,7 @@ def create_app(service: AnswerService, model_dir: Path | None = None) -> FastAPI
         docs_url=None if docs_files else "/docs",
         redoc_url=None,
     )
+    app.router.route_class = CheckedJSONRoute  # bodies too deep or with huge integers: 422
     if docs_files:
         _offline_docs(app, docs_files)
     app.add_exception_handler(RequestValidationError, _validation_error)

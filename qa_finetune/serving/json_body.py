@@ -1,0 +1,46 @@
+"""Request bodies parsed as the package parses every JSON text (``nesting.parse_json``).
+
+FastAPI parses a body with ``json.loads`` and answers 400 ``{"detail"}`` for whatever that
+raises besides a syntax error: a ``RecursionError`` for a body nested some thousand levels
+deep, a ``ValueError`` for an integer of more than 4,300 digits. Parsed here instead, they
+are syntax errors to FastAPI, so the app's handler answers them as it answers malformed JSON:
+422 with one ``error`` line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.nesting import parse_json
+
+
+class CheckedJSONRequest(Request):
+    """A request whose ``json()`` bounds depth and integer length."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = parse_json(body, "body", first_line=None)
+            except QAFinetuneError as exc:
+                raise json.JSONDecodeError(str(exc).removeprefix("body: "), "", 0) from None
+        return self._json
+
+
+class CheckedJSONRoute(APIRoute):
+    """A route that hands its endpoint a ``CheckedJSONRequest`` (FastAPI's documented way
+    to change how a route reads its request)."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def checked(request: Request) -> Response:
+            return await handler(CheckedJSONRequest(request.scope, request.receive))
+
+        return checked
