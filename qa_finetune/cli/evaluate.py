@@ -85,12 +85,7 @@ def evaluate(
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     check_threshold(no_answer_threshold)
-    if data is None and dataset is None:
-        raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
-    if question_negatives and not allow_no_answer:
-        raise QAFinetuneError(
-            "--question-negatives adds questions without an answer: pass --allow-no-answer too"
-        )
+    _check_data(data, dataset, question_negatives, allow_no_answer)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         _check_predictions_alone(
@@ -124,6 +119,17 @@ def evaluate(
         quantized=quantized,
         question_negatives=question_negatives,
     )
+
+
+def _check_data(
+    data: str | None, dataset: str | None, question_negatives: float, allow_no_answer: bool
+) -> None:
+    if data is None and dataset is None:
+        raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if question_negatives and not allow_no_answer:
+        raise QAFinetuneError(
+            "--question-negatives adds questions without an answer: pass --allow-no-answer too"
+        )
 
 
 def _former_flags(output_dir: Path | None, version_2: bool) -> bool:

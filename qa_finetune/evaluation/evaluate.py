@@ -159,10 +159,9 @@ def evaluate_model(
     question_negatives: float = 0.0,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
-    Decoding follows the run's ``inference`` section (as ``ask`` does); ``batch_size``,
-    ``max_length``, ``stride`` and ``no_answer_threshold`` override it when given (no batch
-    size: the one measured fastest here); ``quantized``: the int8 ONNX model.
-    """
+    The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
+    (rule and ``inference`` section); ``batch_size``, ``max_length``, ``stride`` and
+    ``no_answer_threshold`` override it (no batch size: the fastest here)."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -170,9 +169,7 @@ def evaluate_model(
     if report_dir is not None:
         check_report_dir(report_dir, inputs)
     reference = model_ref or str(latest_run(RUNS_ROOT))
-    # Data problems are found before the (slow) model load.
     examples = load_examples(data, dataset, split, allow_no_answer, max_samples, question_negatives)
-    # The loader `ask` uses: same model resolution, same settings from the run.
     loaded = load_for_answering(
         reference,
         max_length=max_length,
