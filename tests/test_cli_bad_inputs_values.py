@@ -247,8 +247,8 @@ ROWS: dict[str, Row] = {
     "empty-data-file": Row(
         files(d_dot_jsonl=""),
         [*PREPARE, "--train-file", "{tmp}/d.jsonl"],
-        "error: {tmp}/d.jsonl: no usable examples (the data holds no examples at all; add "
-        "questions, or check the file given)",
+        "error: {tmp}/d.jsonl: no usable examples (the data holds no examples at all); add "
+        "questions, or check the file given",
         ("d.jsonl",),
         OUT,
     ),
@@ -256,8 +256,8 @@ ROWS: dict[str, Row] = {
         files(d_dot_json=squad()),
         [*PREPARE, "--train-file", "{tmp}/d.json"],
         "error: {tmp}/d.json: no usable examples (1 usable example, whose contexts all went "
-        "to the held-out validation split: give questions about more contexts, or a "
-        "--validation-file)",
+        "to the held-out validation split); give questions about more contexts, or a "
+        "--validation-file",
         ("d.json",),
         OUT,
     ),

@@ -106,18 +106,18 @@ PUT = '{"op":"put","id":"x","rev":1,"key":"a.txt","question":"Q?","answers":[]}'
     [
         (
             PUT.replace('"answers":[]', '"answers":5'),
-            "question 'Q?' no longer fits 'a.txt' ('answers' must be a list of {text, "
-            "answer_start}, got 5): the document changed, or the journal was edited; restore them",
+            "question 'x' is not a journal record ('answers' must be a list of {text, "
+            "answer_start}, got 5): restore the file from a backup, or delete that record",
         ),
         (
             PUT.replace('"rev":1', '"rev":"1"'),
-            "question 'Q?' no longer fits 'a.txt' ('rev' must be a whole number, got '1'): the "
-            "document changed, or the journal was edited; restore them",
+            "question 'x' is not a journal record ('rev' must be a whole number, got '1'): "
+            "restore the file from a backup, or delete that record",
         ),
         (
             PUT.replace('"question":"Q?"', '"question":null'),
-            "question None no longer fits 'a.txt' (the question is empty: type a question): "
-            "the document changed, or the journal was edited; restore them",
+            "question 'x' is not a journal record (the question is empty: type a question): "
+            "restore the file from a backup, or delete that record",
         ),
         (
             PUT.replace('"key":"a.txt"', '"key":["a.txt"]'),

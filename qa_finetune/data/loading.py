@@ -94,17 +94,17 @@ def _dropped(report: SplitReport) -> str:
 
 
 def _why_none(report: SplitReport, name: str) -> str:
-    """Why a split has no examples, and the fix: an empty file, every record dropped, or
-    (examples kept) every context held out for the other split."""
+    """Why a split has no examples (in parentheses), and the fix: an empty file, every
+    record dropped, or (examples kept) every context held out for the other split."""
     if not report.examples_read:
-        return "the data holds no examples at all; add questions, or check the file given"
+        return "(the data holds no examples at all); add questions, or check the file given"
     if not report.examples_kept:
-        return f"{_dropped(report)}; check the file's fields"
+        return f"({_dropped(report)}); check the file's fields"
     other = "held-out validation" if name == "train" else "train"
     kept = report.examples_kept
     return (
-        f"{kept} usable example{'s' if kept != 1 else ''}, whose contexts all went to the "
-        f"{other} split: give questions about more contexts, or a --validation-file"
+        f"({kept} usable example{'s' if kept != 1 else ''}, whose contexts all went to the "
+        f"{other} split); give questions about more contexts, or a --validation-file"
     )
 
 
@@ -205,7 +205,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
                 "fix the file or run without --strict"
             )
         if not len(examples):
-            raise DataError(f"{sources[name]}: no usable examples ({_why_none(report, name)})")
+            raise DataError(f"{sources[name]}: no usable examples {_why_none(report, name)}")
 
     from datasets import DatasetDict
 

@@ -64,20 +64,28 @@ def check_question(question: Any) -> str:
     return question
 
 
+class _Malformed(LabelError):
+    """A journal record whose fields are not those the store writes (edited by hand)."""
+
+
 def _checked_record(record: dict[str, Any], document: Document) -> dict[str, Any]:
     """A journal ``put`` record as the store keeps it, every field checked (a record that
-    was edited by hand is refused, not carried into the SQuAD file)."""
+    was edited by hand is refused, not carried into the SQuAD file); ``LabelError`` when its
+    answers no longer fit the document."""
     answers = record.get("answers")
     if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
-        raise LabelError(f"'answers' must be a list of {{text, answer_start}}, got {answers!r}")
-    for answer in answers:
-        check_answer(document, answer)
+        raise _Malformed(f"'answers' must be a list of {{text, answer_start}}, got {answers!r}")
     revision = record.get("rev")
     if not isinstance(record.get("id"), str) or not record["id"]:
-        raise LabelError(f"'id' must be text, got {record.get('id')!r}")
+        raise _Malformed(f"'id' must be text, got {record.get('id')!r}")
     if not isinstance(revision, int) or isinstance(revision, bool):
-        raise LabelError(f"'rev' must be a whole number, got {revision!r}")
-    check_question(record.get("question"))
+        raise _Malformed(f"'rev' must be a whole number, got {revision!r}")
+    try:
+        check_question(record.get("question"))
+    except LabelError as exc:
+        raise _Malformed(str(exc)) from None
+    for answer in answers:
+        check_answer(document, answer)
     fields = {"id", "rev", "key", "question", "answers"}
     return {**{k: record[k] for k in fields}, "is_impossible": not answers}
 
@@ -177,11 +185,15 @@ class LabelStore:
             )
         try:
             checked = _checked_record(record, self._by_key[record["key"]])
+        except _Malformed as exc:
+            raise QAFinetuneError(
+                f"{self.journal.path}: question {question_id!r} is not a journal record "
+                f"({exc}): restore the file from a backup, or delete that record"
+            ) from None
         except LabelError as exc:
             raise QAFinetuneError(
                 f"{self.journal.path}: question {record.get('question')!r} no longer fits "
-                f"{record['key']!r} ({exc}): the document changed, or the journal was "
-                "edited; restore them"
+                f"{record['key']!r} ({exc}): the document changed; restore its text"
             ) from None
         self.questions[checked["id"]] = checked
 
