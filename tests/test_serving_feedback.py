@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from qa_finetune.config import InferenceConfig
+from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 
@@ -34,6 +35,7 @@ def _client(feedback_file: Path | None, **limits: Any) -> TestClient:
         spec=SimpleNamespace(max_length=128, stride=32),
         settings=InferenceConfig(),
         profile=None,  # no measured costs: passes are not length-aware
+        rule=NoAnswerRule(),
     )
     service = AnswerService(answerer, settings, forward=lambda _: None)  # type: ignore[arg-type]
     return TestClient(create_app(service))
