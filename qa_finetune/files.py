@@ -107,14 +107,8 @@ def read_text(
 def write_text_atomic(path: Path, text: str) -> None:
     """Write beside the target, then rename: readers never see half a file. The temporary
     file has a name of its own (a user's ``FILE.tmp`` is never opened nor removed)."""
-    temporary = _new_temporary(path)
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    with staged_file(path) as handle:
+        handle.write(text.encode("utf-8"))
 
 
 def _new_temporary(path: Path) -> Path:
