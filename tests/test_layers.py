@@ -41,6 +41,8 @@ LAYERS = {
     "data": 1,
     "features": 1,
     "decoding": 2,
+    # The search index: passages of documents and their BM25 scores.
+    "retrieval": 2,
     "runs": 3,
     "modeling": 4,
     "training": 5,

@@ -14,6 +14,7 @@ from qa_finetune.cli.crossval import crossval
 from qa_finetune.cli.evaluate import evaluate
 from qa_finetune.cli.export import export
 from qa_finetune.cli.feedback import feedback
+from qa_finetune.cli.index import index
 from qa_finetune.cli.label import label
 from qa_finetune.cli.prepare import prepare
 from qa_finetune.cli.push import push
@@ -38,6 +39,7 @@ for _command in (
     ask,
     evaluate,
     calibrate,
+    index,
     export,
     serve,
     push,

@@ -16,7 +16,7 @@ import numpy as np
 from qa_finetune.config import InferenceConfig
 from qa_finetune.decoding.no_answer import abstains, rank_answers
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
-from qa_finetune.decoding.spans import null_score, postprocess_predictions
+from qa_finetune.decoding.spans import Predictions, null_score, postprocess_predictions
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
     DEFAULT_STRIDE,
@@ -146,19 +146,7 @@ class QuestionAnswerer:
     ) -> list[list[dict[str, Any]]]:
         """Step 3: ranked answers per pair from its windows' logits (as ``answer`` returns)."""
         ids = [str(i) for i in range(len(contexts))]
-        offsets = np.where(windows.is_context[..., None], windows.offsets, -1)
-        predictions = postprocess_predictions(
-            ids,
-            list(contexts),
-            [ids[i] for i in windows.sample_map],
-            start,
-            end,
-            offsets[:, : start.shape[1]],
-            cls_index=windows.cls_index,
-            n_best=max(self.settings.n_best, top_k),
-            max_answer_length=self.settings.max_answer_length,
-            rule=self.rule,
-        )
+        predictions = self.predictions(windows, contexts, start, end, top_k)
         threshold = self.settings.no_answer_threshold
         results = []
         for i, example_id in enumerate(ids):
@@ -174,6 +162,31 @@ class QuestionAnswerer:
                 abstain = bool(abstains(score, threshold))
             results.append(rank_answers(candidates, top_k, null, threshold, abstain))
         return results
+
+    def predictions(
+        self,
+        windows: Windows,
+        contexts: Sequence[str],
+        start: np.ndarray,
+        end: np.ndarray,
+        top_k: int = 1,
+    ) -> Predictions:
+        """The decoded n-best lists (span logit scores too) and no-answer scores, keyed by
+        the pair's number as text ("0", "1", ...)."""
+        ids = [str(i) for i in range(len(contexts))]
+        offsets = np.where(windows.is_context[..., None], windows.offsets, -1)
+        return postprocess_predictions(
+            ids,
+            list(contexts),
+            [ids[i] for i in windows.sample_map],
+            start,
+            end,
+            offsets[:, : start.shape[1]],
+            cls_index=windows.cls_index,
+            n_best=max(self.settings.n_best, top_k),
+            max_answer_length=self.settings.max_answer_length,
+            rule=self.rule,
+        )
 
     def check_questions(
         self, questions: Sequence[str], labels: Sequence[str] | None = None

@@ -1,0 +1,83 @@
+"""``qa-finetune index``: a search index of a folder of documents, kept up to date."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from qa_finetune.cli.options import friendly_errors
+from qa_finetune.errors import QAFinetuneError
+
+DocsArgument = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Files and folders: text, Markdown, HTML, PDF, or SQuAD JSON files' contexts."
+    ),
+]
+IndexOutputOption = Annotated[
+    Path,
+    typer.Option(
+        "--output", "-o", help="The index folder: new, empty, or an index to bring up to date."
+    ),
+]
+MaxWordsOption = Annotated[
+    int, typer.Option("--passage-words", min=10, help="Longest passage, in words.")
+]
+MaxFileOption = Annotated[
+    float, typer.Option("--max-file-mb", min=0.001, help="Skip files larger than this (MB).")
+]
+StemmerOption = Annotated[
+    str,
+    typer.Option(help="Snowball stemmer language for search terms, or 'none'."),
+]
+
+
+@friendly_errors
+def index(
+    docs: DocsArgument,
+    output: IndexOutputOption,
+    passage_words: MaxWordsOption = 200,
+    max_file_mb: MaxFileOption = 50.0,
+    stemmer: StemmerOption = "english",
+) -> None:
+    """Index documents for `ask --index`, `serve --index` and `evaluate --open`."""
+    from qa_finetune.retrieval.bm25 import TextTokenizer
+    from qa_finetune.retrieval.building import IndexSettings, build_index
+
+    _check_output(output, docs)
+    settings = IndexSettings(
+        max_words=passage_words,
+        max_file_bytes=int(max_file_mb * 1024 * 1024),
+        tokenizer=TextTokenizer(stemmer=None if stemmer.lower() == "none" else stemmer),
+    )
+    settings.tokenizer.stem_function()  # an unknown language fails before any file is read
+    summary = build_index(docs, output, settings)
+    for skipped in summary.skipped:
+        typer.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
+    if summary.rebuilt_reason:
+        typer.echo(f"note: indexed everything again ({summary.rebuilt_reason})", err=True)
+    typer.echo(
+        f"{output}: {summary.documents} documents, {summary.passages} passages "
+        f"({len(summary.added)} added, {len(summary.changed)} changed, {summary.unchanged} "
+        f"unchanged, {len(summary.removed)} removed, {len(summary.skipped)} skipped) in "
+        f"{summary.seconds:.1f} s"
+    )
+
+
+def _check_output(output: Path, docs: list[Path]) -> None:
+    """The index goes into a new or empty folder, or replaces an index; never a folder of
+    the user's, nor one that holds the documents being indexed."""
+    from qa_finetune.retrieval.index_files import MANIFEST
+    from qa_finetune.runs.targets import check_own_folder
+
+    check_own_folder(output, "--output", "index", MANIFEST, known=False)
+    resolved = output.resolve()
+    for doc in docs:
+        inside = doc.resolve()
+        if inside == resolved or resolved in inside.parents:
+            raise QAFinetuneError(
+                f"--output {output} holds the documents {doc}: the index replaces its folder "
+                "whole, so choose an --output outside them"
+            )
