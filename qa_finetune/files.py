@@ -89,6 +89,14 @@ def surrogate_problem(text: str) -> str | None:
     return None
 
 
+def name_as_text(name: str) -> str:
+    """A file name as text that a page, a message or a JSON file can hold: a byte that is not
+    UTF-8 (a Latin-1 name, kept by Python as a surrogate) is written as ``\\xe9``."""
+    if not surrogate_problem(name):
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def read_text(
     path: Path,
     what: str = "file",
