@@ -43,7 +43,12 @@ def check_file(
 
 def _kind(path: Path) -> str:
     """What a path that exists but is neither a file nor a folder is, in words."""
-    mode = path.stat().st_mode
+    return file_kind(path.stat().st_mode)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``os.stat`` mode ``mode`` that is neither a regular file nor a folder
+    is, in words: "a FIFO", "a socket"..."""
     for test, name in (
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
@@ -63,12 +68,18 @@ def decode_utf8(data: bytes, where: str, error: type[QAFinetuneError] = QAFinetu
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        at = f" on line {line}" if b"\n" in data else ""
         raise error(
-            f"{where}: not UTF-8 text (byte 0x{data[exc.start]:02x}{at}): save it as UTF-8"
+            f"{where}: not UTF-8 text ({first_bad_byte(data, exc)}): save it as UTF-8"
         ) from None
     return text.removeprefix(BOM)
+
+
+def first_bad_byte(data: bytes, exc: UnicodeDecodeError) -> str:
+    """Where ``data`` stops being UTF-8, in words: ``byte 0xe9 on line 2`` (no line for text of
+    one line)."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    at = f" on line {line}" if b"\n" in data else ""
+    return f"byte 0x{data[exc.start]:02x}{at}"
 
 
 def surrogate_problem(text: str) -> str | None:
@@ -87,6 +98,14 @@ def surrogate_problem(text: str) -> str | None:
             )
         return f"holds a lone surrogate (\\u{code:04x} at character {exc.start}), half a character"
     return None
+
+
+def name_as_text(name: str) -> str:
+    """A file name as text that a page, a message or a JSON file can hold: a byte that is not
+    UTF-8 (a Latin-1 name, kept by Python as a surrogate) is written as ``\\xe9``."""
+    if not surrogate_problem(name):
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def read_text(

@@ -39,6 +39,8 @@ LAYERS = {
     "": 0,
     # The pure parts: examples in, model inputs out, logits decoded into answers.
     "data": 1,
+    # Document files read as text (text, Markdown, HTML, PDF, SQuAD contexts).
+    "documents": 1,
     "features": 1,
     "decoding": 2,
     # The search index: passages of documents and their BM25 scores.

@@ -102,6 +102,7 @@ TENSORFLOW_FREE = [
     "qa_finetune.files",
     "qa_finetune.nesting",
     *_modules_under("data"),
+    *_modules_under("documents"),
     *_modules_under("features"),
     *_modules_under("decoding"),
     "qa_finetune.metrics",

@@ -10,14 +10,13 @@ The page addresses documents by their number in this list only: no path ever com
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import read_text, surrogate_problem
+from qa_finetune.files import name_as_text, read_text, surrogate_problem
 from qa_finetune.nesting import parse_json
 
 TEXT_SUFFIXES = (".txt", ".md")
@@ -68,13 +67,13 @@ def load_documents(paths: Iterable[Path]) -> DocumentSet:
             if not files:
                 raise DocumentError(f"{path} holds no .txt or .md files: name files to label")
             for file in files:
-                key = _name_as_text(file.relative_to(path).as_posix())
+                key = name_as_text(file.relative_to(path).as_posix())
                 found.add(Document(key, key, read_text(file, "document")), file)
         elif path.suffix.lower() == ".json":
             add_squad_file(found, path)
         elif path.suffix.lower() in TEXT_SUFFIXES:
             text = read_text(path, "document", "label", DocumentError)
-            key = _name_as_text(path.name)
+            key = name_as_text(path.name)
             found.add(Document(key, key, text), path)
         else:
             raise DocumentError(
@@ -83,14 +82,6 @@ def load_documents(paths: Iterable[Path]) -> DocumentSet:
     if not found.documents:
         raise DocumentError("no documents to label: name .txt/.md files, folders or SQuAD files")
     return found
-
-
-def _name_as_text(name: str) -> str:
-    """A file name as text that the page and the SQuAD file can hold: a byte that is not
-    UTF-8 (a Latin-1 name, kept by Python as a surrogate) is written as ``\\xe9``."""
-    if not surrogate_problem(name):
-        return name
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def add_squad_file(found: DocumentSet, path: Path) -> None:
