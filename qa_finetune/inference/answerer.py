@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,9 @@ class QuestionAnswerer:
     profile: Any = None
     # How a question's no-answer score is made: the run's own rule, by default the null gap.
     rule: NoAnswerRule = field(default_factory=NoAnswerRule)
+    # The folder the model was loaded from (None when built in memory): a run's records,
+    # such as whether it was trained with questions that have no answer, are found from it.
+    model_dir: Path | None = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -72,6 +76,7 @@ class QuestionAnswerer:
             loaded.backend,
             loaded.profile,
             loaded.rule,
+            loaded.model_dir,
         )
 
     def answer(

@@ -1,4 +1,9 @@
-"""``ask --batch``: JSON Lines of {question, context[, id]} in, one answer per line out."""
+"""``ask --batch``: JSON Lines of {question, context[, id]} in, one answer per line out.
+
+With a document index (``ask --batch FILE --index INDEX``) a line may leave ``context`` out
+(or null): its question is answered from the indexed documents, its record shaped as
+``open_answers.as_records`` makes them.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.files import staged_file, surrogate_problem
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.inference.inputs import checked_text
+from qa_finetune.inference.open_answers import CollectionSearch, answer_from_collection, as_records
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +32,10 @@ class _Line:
     number: int
     id: str
     question: str
-    context: str
+    context: str | None  # None: answered from the index
 
 
-def _parse_line(raw: str, number: int) -> _Line:
+def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
     from qa_finetune.nesting import load_json
 
     record = load_json(
@@ -38,6 +44,8 @@ def _parse_line(raw: str, number: int) -> _Line:
     if not isinstance(record, Mapping):
         raise InferenceError("each line must be a JSON object {question, context[, id]}")
     for key in ("question", "context"):
+        if key == "context" and context_optional and record.get(key) is None:
+            continue
         if key not in record:
             raise InferenceError(f"missing '{key}'")
         checked_text(record[key], key, "")
@@ -46,14 +54,17 @@ def _parse_line(raw: str, number: int) -> _Line:
     problem = surrogate_problem(example_id)
     if problem:
         raise InferenceError(f"the id {problem}: give it as UTF-8 text")
-    return _Line(number, example_id, record["question"], record["context"])
+    return _Line(number, example_id, record["question"], record.get("context"))
 
 
-def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
+def read_batch_file(
+    path: Path, skip_errors: bool, context_optional: bool = False
+) -> tuple[list[_Line], int]:
     """Parse every line first, so a bad line fails before any answer is written.
 
     Lines are split on ``\\n`` and decoded one by one: a line that is not UTF-8 is one bad
     line (skipped with ``skip_errors``), and contexts keep their bytes (``\\r\\n`` included).
+    ``context_optional``: a line without a context is kept (answered from an index).
     """
     from qa_finetune.files import BOM, check_file, decode_utf8
 
@@ -64,7 +75,7 @@ def read_batch_file(path: Path, skip_errors: bool) -> tuple[list[_Line], int]:
             continue
         try:
             raw = decode_utf8(data, "line")
-            lines.append(_parse_line(raw.removeprefix(BOM), number))
+            lines.append(_parse_line(raw.removeprefix(BOM), number, context_optional))
         except QAFinetuneError as exc:
             reason = str(exc).removeprefix("line: ")
             if not skip_errors:
@@ -84,12 +95,15 @@ def answer_batch_file(
     allow_no_answer: bool = False,
     skip_errors: bool = False,
     parsed: tuple[list[_Line], int] | None = None,
+    collection: CollectionSearch | None = None,
 ) -> tuple[int, int]:
     """Answer a JSON Lines file of ``{question, context[, id]}``; returns (written, failed).
 
     Each output line holds ``id, question, answer, score, start, end`` (and ``answers``, the
     ranked list, when ``top_k > 1``). Output goes to ``output`` or stdout. ``parsed`` is what
     ``read_batch_file`` returned, when the caller read the file before loading the model.
+    ``collection``: lines without a context are answered from it (their records also name
+    the document and passage, as ``as_records`` shapes them).
     """
     lines, failed = parsed if parsed is not None else read_batch_file(Path(path), skip_errors)
     # A question too long for the windows is a per-line problem too.
@@ -104,14 +118,15 @@ def answer_batch_file(
             failed += 1
             continue
         good.append(line)
+    settings = {"top_k": top_k, "allow_no_answer": allow_no_answer, "collection": collection}
     if output is None:
-        written = _write_answers(answerer, good, top_k, allow_no_answer, sys.stdout.write)
+        written = _write_answers(answerer, good, sys.stdout.write, **settings)
         sys.stdout.flush()
         return written, failed
     # Written beside --output and renamed at the end: a failure leaves the old file whole.
     with staged_file(Path(output)) as handle:
         written = _write_answers(
-            answerer, good, top_k, allow_no_answer, lambda text: handle.write(text.encode())
+            answerer, good, lambda text: handle.write(text.encode()), **settings
         )
     return written, failed
 
@@ -119,17 +134,16 @@ def answer_batch_file(
 def _write_answers(
     answerer: QuestionAnswerer,
     lines: list[_Line],
+    write: Callable[[str], Any],
     top_k: int,
     allow_no_answer: bool,
-    write: Callable[[str], Any],
+    collection: CollectionSearch | None,
 ) -> int:
     """Answer ``lines`` a chunk at a time, one JSON line each through ``write``."""
     written = 0
     for begin in range(0, len(lines), FILE_CHUNK):
         chunk = lines[begin : begin + FILE_CHUNK]
-        results = answerer.answer_batch(
-            [(line.question, line.context) for line in chunk], top_k, allow_no_answer
-        )
+        results = _answer_chunk(answerer, chunk, top_k, allow_no_answer, collection)
         for line, answers in zip(chunk, results, strict=True):
             record: dict[str, Any] = {"id": line.id, "question": line.question, **answers[0]}
             if top_k > 1:
@@ -137,3 +151,29 @@ def _write_answers(
             write(json.dumps(record, ensure_ascii=False) + "\n")
             written += 1
     return written
+
+
+def _answer_chunk(
+    answerer: QuestionAnswerer,
+    chunk: list[_Line],
+    top_k: int,
+    allow_no_answer: bool,
+    collection: CollectionSearch | None,
+) -> list[list[dict[str, Any]]]:
+    """Each line's ranked answers: from its context, or, without one, from the collection."""
+    pairs = [(line.question, line.context) for line in chunk if line.context is not None]
+    from_context = iter(answerer.answer_batch(pairs, top_k, allow_no_answer))
+    searched = [line.question for line in chunk if line.context is None]
+    from_index: Any = iter([])
+    if searched:
+        assert collection is not None  # read_batch_file keeps such lines only with an index
+        found = answer_from_collection(
+            answerer,
+            collection.retriever,
+            searched,
+            collection.top_passages,
+            top_k,
+            collection.use_rule,
+        )
+        from_index = iter(as_records(answers) for answers in found)
+    return [next(from_context if line.context is not None else from_index) for line in chunk]

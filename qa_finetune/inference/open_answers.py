@@ -4,20 +4,37 @@ and choose across them (``ask --index``, ``serve --index``).
 An answer names its document and its character offsets in that document's text, so
 ``document_text[start:end] == answer`` always: the reader's offsets into a passage are moved
 by the passage's own start.
+
+The steps are apart so that the server can run the model in its micro-batcher:
+``passage_windows`` (retrieval done: the windows of every question's passages), the forward
+pass, then ``answers_from_logits``. ``answer_from_collection`` runs all three at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from qa_finetune.decoding.across_passages import PassageReading, choose_across_passages
+from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.retrieval.retriever import Hit, Retriever
 
 # Passages read per question unless asked otherwise: see BENCHMARKS for recall and cost by K.
 DEFAULT_TOP_PASSAGES = 5
 NO_ANSWER_MESSAGE = "no answer in these documents"
+
+
+@dataclass(frozen=True)
+class CollectionSearch:
+    """How questions without a context are answered: from which passages, by which rule."""
+
+    retriever: Retriever
+    top_passages: int = DEFAULT_TOP_PASSAGES
+    use_rule: bool = False  # a passage takes part only if the no-answer rule says it answers
 
 
 def answer_from_collection(
@@ -31,12 +48,34 @@ def answer_from_collection(
     """For each question, its ``top_k`` answers from the ``top_passages`` best passages,
     best first; ``[]`` when no passage answers (none found, or the rule abstains in all)."""
     hits = [retriever.search(question, top_passages) for question in questions]
-    pairs = [(q, hit) for q, found in zip(questions, hits, strict=True) for hit in found]
-    if not pairs:
+    if not any(hits):
         return [[] for _ in questions]
-    texts = [hit.passage.text for _, hit in pairs]
-    windows = answerer.windows([q for q, _ in pairs], texts)
+    windows, texts = passage_windows(answerer, questions, hits)
     start, end = answerer.predict_windows(windows.encoding)
+    return answers_from_logits(answerer, hits, windows, texts, start, end, top_k, use_rule)
+
+
+def passage_windows(
+    answerer: QuestionAnswerer, questions: Sequence[str], hits: Sequence[Sequence[Hit]]
+) -> tuple[Windows, list[str]]:
+    """The windows of every (question, passage found for it) pair, and the passages' texts;
+    at least one question must have a passage."""
+    pairs = [(q, hit) for q, found in zip(questions, hits, strict=True) for hit in found]
+    texts = [hit.passage.text for _, hit in pairs]
+    return answerer.windows([q for q, _ in pairs], texts), texts
+
+
+def answers_from_logits(
+    answerer: QuestionAnswerer,
+    hits: Sequence[Sequence[Hit]],
+    windows: Windows,
+    texts: Sequence[str],
+    start: np.ndarray,
+    end: np.ndarray,
+    top_k: int = 1,
+    use_rule: bool = False,
+) -> list[list[dict[str, Any]]]:
+    """Each question's answers from its passages' logits (``passage_windows`` order)."""
     predictions = answerer.predictions(windows, texts, start, end, top_k)
     threshold = answerer.settings.no_answer_threshold
     answers: list[list[dict[str, Any]]] = []
@@ -54,6 +93,15 @@ def answer_from_collection(
         answers.append([_answer(found[r.passage], r, p) for r, p in chosen])
         first += len(found)
     return answers
+
+
+def as_records(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answers as ``ask --index --json`` and ``ask --batch`` write them: each with
+    ``no_answer: false``, or, when there is none, the one record
+    ``{"answer": "", "no_answer": true, "message": "no answer in these documents"}``."""
+    if not answers:
+        return [{"answer": "", "no_answer": True, "message": NO_ANSWER_MESSAGE}]
+    return [{**answer, "no_answer": False} for answer in answers]
 
 
 def _answer(hit: Hit, reading: PassageReading, probability: float) -> dict[str, Any]:

@@ -76,6 +76,13 @@ def run_config(model_dir: Path) -> Config | None:
         ) from None
 
 
+def trained_with_no_answer(model_dir: Path | None) -> bool:
+    """Whether the run holding ``model_dir`` was trained with questions that have no answer
+    (``data.allow_no_answer``); False for a model outside a run, which records nothing."""
+    config = run_config(Path(model_dir)) if model_dir is not None else None
+    return bool(config is not None and config.data.allow_no_answer)
+
+
 def with_tuned_threshold(run_dir: Path, config: Config) -> Config:
     """``config`` answering with the no-answer threshold the run chose on held-out questions:
     its ``no_answer_rule.json`` (training or ``calibrate``), else the threshold training chose
