@@ -1,14 +1,25 @@
-"""``qa-finetune ask``: answer one question, or a JSON Lines file of them (``--batch``)."""
+"""``qa-finetune ask``: answer one question, or a JSON Lines file of them (``--batch``), from a
+context or, with ``--index``, from indexed documents (``cli/ask_index``)."""
 
 from __future__ import annotations
 
 import json
-import os
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from qa_finetune.cli.ask_batch import answer_batch, read_batch
+from qa_finetune.cli.ask_index import (
+    DEFAULT_TOP_PASSAGES,
+    IndexAsk,
+    IndexOption,
+    TopPassagesOption,
+    ask_from_index,
+    check_index_options,
+)
+from qa_finetune.cli.ask_model import load_answerer
 from qa_finetune.cli.context_input import read_context
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
@@ -21,13 +32,9 @@ from qa_finetune.cli.options import (
     StrideOption,
     check_threshold,
     friendly_errors,
-    model_on_backend,
 )
 from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import QAFinetuneError
-
-if TYPE_CHECKING:
-    from qa_finetune.inference.answerer import QuestionAnswerer
 
 QuestionArgument = Annotated[str | None, typer.Argument(help="The question.")]
 ContextOption = Annotated[str | None, typer.Option("--context", help="Context text.")]
@@ -88,22 +95,18 @@ def ask(
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
     quantized: QuantizedOption = False,
+    index: IndexOption = None,
+    top_passages: TopPassagesOption = None,
 ) -> None:
-    """Answer a question from a context of any length."""
+    """Answer a question from a context of any length, or from indexed documents (--index)."""
     show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
+    if index is not None or top_passages is not None:
+        check_index_options(index, top_passages, context, context_file)
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
-    text, parsed = "", None
-    if batch is not None:
-        parsed = _read_batch(batch, skip_errors)
-        if output is not None:
-            from qa_finetune.runs.targets import check_output_file
-
-            check_output_file(output, "--output", inputs=[batch], overwrite=overwrite)
-    else:
-        text = _read_pair(question, context, context_file)
-    answerer = _load_answerer(
+    load = partial(
+        load_answerer,
         model,
         output_dir,
         backend,
@@ -113,13 +116,21 @@ def ask(
         max_answer_length=max_answer_length,
         no_answer_threshold=no_answer_threshold,
         warn_untrained_head=not allow_untrained_head,
-        # Many questions: the batch size measured fastest here, unless the run sets one.
-        tune_batch=batch is not None,
     )
-    if batch is not None:
-        settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
-        _answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
+    if index is not None:
+        passages = top_passages or DEFAULT_TOP_PASSAGES
+        asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json)
+        ask_from_index(question, asked, load, batch, output, overwrite, skip_errors)
         return
+    if batch is not None:
+        parsed = read_batch(batch, skip_errors, output, overwrite)
+        # Many questions: the batch size measured fastest here, unless the run sets one.
+        answerer = load(tune_batch=True)
+        settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
+        answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
+        return
+    text = _read_pair(question, context, context_file)
+    answerer = load(tune_batch=False)
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
@@ -161,18 +172,6 @@ def _check_combination(
         )
 
 
-def _read_batch(batch: Path, skip_errors: bool) -> tuple[list[Any], int]:
-    """Every line of the batch file, read and checked; an error when all were skipped."""
-    from qa_finetune.inference.batch_files import read_batch_file
-
-    parsed = read_batch_file(batch, skip_errors)
-    if parsed[1] and not parsed[0]:
-        raise QAFinetuneError(
-            f"all {parsed[1]} lines of {batch} were skipped: fix them (see above)"
-        )
-    return parsed
-
-
 def _read_pair(question: str | None, context: str | None, context_file: Path | None) -> str:
     """The context of one question, both checked."""
     from qa_finetune.inference.inputs import check_pair
@@ -182,58 +181,6 @@ def _read_pair(question: str | None, context: str | None, context_file: Path | N
     text = read_context(context, context_file)
     check_pair(question, text)
     return text
-
-
-def _load_answerer(
-    model: str | None, output_dir: str | None, backend: str, **settings: Any
-) -> QuestionAnswerer:
-    """The model (default: the latest run under ``output_dir``) on its backend; a run that an
-    interrupted `train --overwrite` moved aside is named in the error or a note."""
-    aside = _replaced_note(model)
-    try:
-        reference = model_on_backend(model, backend, output_dir, settings["quantized"])
-        from qa_finetune.inference.answerer import QuestionAnswerer
-
-        answerer = QuestionAnswerer.load(reference, backend=backend, **settings)
-    except QAFinetuneError as exc:
-        if aside is None:
-            raise
-        raise QAFinetuneError(f"{exc}; {aside}") from exc
-    if aside is not None:
-        typer.echo(f"note: {aside}", err=True)
-    return answerer
-
-
-def _replaced_note(model: str | None) -> str | None:
-    """The note on a run moved aside beside the run ``model`` names (RUN or RUN/model)."""
-    if model is None:
-        return None
-    from qa_finetune.runs import replaced
-    from qa_finetune.runs.paths import MODEL_DIR
-
-    path = Path(os.path.abspath(Path(model).expanduser()))
-    run_dir = path.parent if path.name == MODEL_DIR else path
-    return replaced.note(run_dir) if run_dir.name else None
-
-
-def _answer_batch(
-    answerer: QuestionAnswerer,
-    batch: Path,
-    output: Path | None,
-    parsed: tuple[list[Any], int] | None,
-    skip_errors: bool,
-    **settings: Any,
-) -> None:
-    """Answer every line; the count goes to stderr when the answers go to stdout."""
-    from qa_finetune.inference.batch_files import answer_batch_file
-
-    written, failed = answer_batch_file(
-        answerer, batch, output, skip_errors=skip_errors, parsed=parsed, **settings
-    )
-    skipped = f", {failed} lines skipped" if failed else ""
-    typer.echo(f"answered {written} questions{skipped}", err=output is None)
-    if failed and not written:
-        raise QAFinetuneError(f"all {failed} lines of {batch} were skipped: fix them (see above)")
 
 
 def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> None:

@@ -1,0 +1,179 @@
+"""``ask --index``: answer from a folder of documents indexed by ``qa-finetune index``.
+
+The index opens before the model loads, so a missing or damaged index fails in a second,
+not after the model's load. The answer names its document and its character offsets in that
+document's text, and shows the passage around it with the answer between « and ».
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from qa_finetune.cli.ask_batch import answer_batch, read_batch
+from qa_finetune.cli.terminal import visible
+from qa_finetune.errors import QAFinetuneError
+
+if TYPE_CHECKING:
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+# inference.open_answers.DEFAULT_TOP_PASSAGES, written out: importing that module here would
+# slow every `qa-finetune --help` (a test checks the two agree).
+DEFAULT_TOP_PASSAGES = 5
+# About this many characters of the passage are shown around an answer.
+EXCERPT_CHARS = 200
+
+IndexOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--index",
+        help="Answer from the documents of this index (`qa-finetune index`) instead of a "
+        "context; with --batch, lines may leave out their context.",
+    ),
+]
+TopPassagesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top-passages",
+        min=1,
+        max=100,
+        help=f"With --index: passages read per question [default: {DEFAULT_TOP_PASSAGES}].",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class IndexAsk:
+    """What ``ask --index`` was asked, besides the question or batch file."""
+
+    index: Path
+    top_passages: int
+    top_k: int
+    allow_no_answer: bool
+    as_json: bool
+
+
+def check_index_options(
+    index: Path | None, top_passages: int | None, context: str | None, context_file: Path | None
+) -> None:
+    """Refuse what ``--index`` would ignore: a context given as well, ``--top-passages``
+    without an index."""
+    if index is None:
+        raise QAFinetuneError(
+            f"--top-passages {top_passages} sets how many passages of --index are read: add "
+            "--index INDEX, or drop --top-passages"
+        )
+    options = (("--context", context), ("--context-file", context_file))
+    given = [name for name, value in options if value is not None]
+    if given:
+        raise QAFinetuneError(
+            f"{given[0]} does not apply to --index: the answer comes from the indexed "
+            f"documents (drop {given[0]}, or drop --index to answer from your text)"
+        )
+
+
+def ask_from_index(
+    question: str | None,
+    asked: IndexAsk,
+    load: Callable[..., QuestionAnswerer],
+    batch: Path | None = None,
+    output: Path | None = None,
+    overwrite: bool = False,
+    skip_errors: bool = False,
+) -> None:
+    """Answer ``question`` (or each line of ``batch``) from the index; ``load(tune_batch)``
+    loads the model, called once the index is open."""
+    from qa_finetune.inference.inputs import checked_text
+    from qa_finetune.inference.open_answers import CollectionSearch, answer_from_collection
+    from qa_finetune.retrieval.passage_index import PassageIndex
+    from qa_finetune.runs.lookup import trained_with_no_answer
+
+    parsed = None
+    if batch is not None:
+        parsed = read_batch(batch, skip_errors, output, overwrite, context_optional=True)
+    elif question is None:
+        raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --index INDEX')
+    else:
+        checked_text(question, "question", "")
+    index = PassageIndex.open(asked.index)
+    answerer = load(tune_batch=batch is not None)
+    # A run trained with questions that have no answer answers with its rule: a passage it
+    # says holds no answer is left out. Elsewhere only --allow-no-answer turns the rule on.
+    use_rule = asked.allow_no_answer or trained_with_no_answer(answerer.model_dir)
+    if batch is not None:
+        collection = CollectionSearch(index, asked.top_passages, use_rule)
+        answer_batch(
+            answerer,
+            batch,
+            output,
+            parsed,
+            skip_errors,
+            top_k=asked.top_k,
+            allow_no_answer=asked.allow_no_answer,
+            collection=collection,
+        )
+        return
+    assert question is not None  # checked above
+    answers = answer_from_collection(
+        answerer, index, [question], asked.top_passages, asked.top_k, use_rule
+    )[0]
+    print_index_answers(answers, asked.top_k, asked.as_json)
+
+
+def print_index_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> None:
+    """One JSON document (one record with ``--top-k 1``, else a list: see
+    ``open_answers.as_records``), or each answer with its source and passage."""
+    if as_json:
+        from qa_finetune.inference.open_answers import as_records
+
+        records = as_records(answers)
+        typer.echo(json.dumps(records[0] if top_k == 1 else records, ensure_ascii=False))
+        return
+    if not answers:
+        from qa_finetune.inference.open_answers import NO_ANSWER_MESSAGE
+
+        typer.echo(NO_ANSWER_MESSAGE)
+        return
+    for rank, item in enumerate(answers, 1):
+        prefix = f"{rank}. " if top_k > 1 else ""
+        indent = " " * (len(prefix) + 2)
+        scores = (
+            f"score {item['score']:.3f}, reader {item['reader_score']:.2f}, "
+            f"retrieval {item['retrieval_score']:.2f}, passage rank {item['retrieval_rank']}"
+        )
+        # Documents are the user's data: escape sequences in them are shown, not obeyed; an
+        # answer across a line end is shown on one line (--json keeps it exact).
+        typer.echo(f"{prefix}{visible(_fold(item['answer']))}  ({scores})")
+        typer.echo(f"{indent}from {visible(item['document'])}, chars {item['start']}-{item['end']}")
+        offset = item["passage_start"]
+        shown = excerpt(item["passage_text"], item["start"] - offset, item["end"] - offset)
+        typer.echo(indent + visible(shown))
+
+
+def excerpt(text: str, start: int, end: int, width: int = EXCERPT_CHARS) -> str:
+    """About ``width`` characters of ``text`` around ``[start, end)``, the span between « and
+    », cut between words with … where the text goes on; runs of white space (line ends
+    included) are shown as one space, so the excerpt is one line."""
+    room = max(0, width - (end - start)) // 2
+    left, right = max(0, start - room), min(len(text), end + room)
+    if left > 0 and not text[left - 1].isspace():
+        first = _SPACE.search(text, left, start)  # the word cut in two is left out
+        left = first.end() if first else left
+    if right < len(text) and not text[right].isspace():
+        spaces = [m.start() for m in _SPACE.finditer(text, end, right)]
+        right = spaces[-1] if spaces else right
+    shown = f"{_fold(text[left:start])}«{_fold(text[start:end])}»{_fold(text[end:right])}"
+    return f"{'…' if left > 0 else ''}{shown.strip()}{'…' if right < len(text) else ''}"
+
+
+_SPACE = re.compile(r"\s")
+
+
+def _fold(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
