@@ -59,6 +59,7 @@ def test_the_route_describes_a_run_model(tiny_model_dir: Path, tmp_path: Path) -
         "no_answer_threshold": 1.5,
         "no_answer_rule": "null_gap",
         "version": qa_finetune.__version__,
+        "index": None,
     }
     assert "/v1/model" in TestClient(app).get("/openapi.json").json()["paths"]
 

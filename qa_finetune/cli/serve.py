@@ -84,6 +84,15 @@ CorsOriginsOption = Annotated[
     ),
 ]
 
+ServeIndexOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--index",
+        help="Answer requests without a context from the documents of this index "
+        "(`qa-finetune index`); the page's context box may then be left empty.",
+    ),
+]
+
 
 @friendly_errors
 def serve(
@@ -106,6 +115,7 @@ def serve(
     quantized: QuantizedOption = False,
     max_queue: MaxQueueOption = 256,
     cors_origin: CorsOriginsOption = None,
+    index: ServeIndexOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
@@ -137,6 +147,7 @@ def serve(
             quantized=quantized,
             max_queue=max_queue,
             cors_origins=tuple(cors_origin or ()),
+            index=index,
         )
 
 

@@ -82,10 +82,13 @@ async def _answer(
     futures: list[Future],
     admission: Admission,
 ) -> list[list[dict[str, Any]]]:
-    """Window every item (in a worker thread), queue them all, wait for their answers."""
+    """Window every item (in a worker thread, with the search of an item without a context),
+    queue them all, wait for their answers."""
     pairs = [(item.question, item.context) for item in items]
+    # Only a server with an index takes requests with this field (schemas.OpenAnswerRequest).
+    passages = [getattr(item, "top_passages", None) for item in items]
     try:
-        windowed = await run_in_threadpool(service.window_all, pairs)
+        windowed = await run_in_threadpool(service.window_all, pairs, passages)
         for number, (item, one) in enumerate(zip(items, windowed, strict=True)):
             if number == len(items) - 1:
                 # Before the last item is queued: the batcher, woken by it, must not wait for

@@ -1,7 +1,8 @@
 """The HTTP API of ``qa-finetune serve`` (FastAPI): answers, health, metrics and a web page.
 
 ``POST /v1/answer`` and ``POST /v1/answer:batch`` answer through the shared
-``AnswerService``; ``GET /v1/model`` describes the model; ``/healthz`` says the process is up,
+``AnswerService`` (``answer_routes``; with ``--index``, from the documents when a request
+has no context); ``GET /v1/model`` describes the model; ``/healthz`` says the process is up,
 ``/readyz`` that the model is loaded and warmed, ``/metrics`` speaks Prometheus text, ``/`` is
 a page to try the model, and ``/docs`` holds the OpenAPI documentation. Every response carries
 an ``X-Request-ID``; browsers on other origins are refused unless ``--cors-origin`` names them.
@@ -11,34 +12,27 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Body, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from qa_finetune.serving.access_log import HEADER, AccessLog, request_id
-from qa_finetune.serving.answering import answer_items, error
+from qa_finetune.serving.access_log import HEADER, AccessLog
+from qa_finetune.serving.answer_routes import add_answer_routes
 from qa_finetune.serving.feedback import FEEDBACK_ROUTE, add_feedback_route
 from qa_finetune.serving.json_body import CheckedJSONRoute
 from qa_finetune.serving.metrics import ServeMetrics
 from qa_finetune.serving.middleware import BodyGuard, RequestMetrics
-from qa_finetune.serving.model_info import describe_model
-from qa_finetune.serving.schemas import (
-    AnswerRequest,
-    AnswerResponse,
-    BatchResponse,
-    ErrorResponse,
-    ModelResponse,
-)
+from qa_finetune.serving.model_info import describe_index, describe_model
+from qa_finetune.serving.schemas import ModelResponse
 from qa_finetune.serving.service import AnswerService
 
 log = logging.getLogger(__name__)
@@ -121,8 +115,11 @@ def create_app(service: AnswerService, model_dir: Path | None = None) -> FastAPI
         _offline_docs(app, docs_files)
     app.add_exception_handler(RequestValidationError, _validation_error)
     _add_middleware(app, service, metrics)
-    app.state.model_info = describe_model(service.answerer, service.settings.model_name, model_dir)
-    _add_answer_routes(app, service)
+    index = describe_index(service.retriever, service.settings.index)
+    app.state.model_info = describe_model(
+        service.answerer, service.settings.model_name, model_dir, index
+    )
+    add_answer_routes(app, service, API_ROUTES)
     _add_status_routes(app, service, metrics)
     _add_page(app, page)
     settings = service.settings
@@ -182,75 +179,6 @@ def _body_limits(service: AnswerService) -> dict[str, int]:
         API_ROUTES[1]: item_bytes * settings.max_batch_items,
         FEEDBACK_ROUTE: item_bytes,
     }
-
-
-def _too_long(items: list[AnswerRequest], max_context_chars: int) -> JSONResponse | None:
-    """413 naming the first context over the server's limit; None when all fit."""
-    for number, item in enumerate(items):
-        if len(item.context) > max_context_chars:
-            where = f"request {number}: " if len(items) > 1 else ""
-            return error(
-                413,
-                f"{where}context is {len(item.context)} characters, over this server's "
-                f"limit of {max_context_chars} (--max-context-chars)",
-            )
-    return None
-
-
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    408: {"model": ErrorResponse, "description": "The body did not arrive in time."},
-    413: {"model": ErrorResponse, "description": "A body, context or window count over a limit."},
-    422: {"model": ErrorResponse, "description": "Malformed or incomplete request."},
-    503: {"model": ErrorResponse, "description": "Busy (--max-queue): retry after Retry-After."},
-    504: {"model": ErrorResponse, "description": "Not answered within the request timeout."},
-}
-
-
-def _add_answer_routes(app: FastAPI, service: AnswerService) -> None:
-    """``POST /v1/answer`` (one request) and ``POST /v1/answer:batch`` (a list of them)."""
-    settings = service.settings
-
-    @app.post("/v1/answer", response_model=AnswerResponse, responses=ERROR_RESPONSES)
-    async def answer(item: AnswerRequest, request: Request) -> Any:
-        """The best ``top_k`` answers to a question, as spans of its context."""
-        began = time.perf_counter()
-        failed = _too_long([item], settings.max_context_chars)
-        if failed is not None:
-            return failed
-        result = await answer_items(service, request, [item])
-        if isinstance(result, JSONResponse):
-            return result
-        took = (time.perf_counter() - began) * 1000
-        return {
-            "answers": result[0],
-            "model": settings.model_name,
-            "took_ms": round(took, 3),
-            "request_id": request_id(request),
-        }
-
-    @app.post("/v1/answer:batch", response_model=BatchResponse, responses=ERROR_RESPONSES)
-    async def answer_batch(items: Annotated[list[AnswerRequest], Body()], request: Request) -> Any:
-        """Several questions at once (a JSON list of answer requests), answered together."""
-        began = time.perf_counter()
-        if len(items) > settings.max_batch_items:
-            return error(
-                413,
-                f"{len(items)} requests in one batch, over the limit of "
-                f"{settings.max_batch_items}: split the list",
-            )
-        failed = _too_long(items, settings.max_context_chars)
-        if failed is not None:
-            return failed
-        result = await answer_items(service, request, items)
-        if isinstance(result, JSONResponse):
-            return result
-        took = (time.perf_counter() - began) * 1000
-        return {
-            "results": [{"answers": answers} for answers in result],
-            "model": settings.model_name,
-            "took_ms": round(took, 3),
-            "request_id": request_id(request),
-        }
 
 
 def _add_status_routes(app: FastAPI, service: AnswerService, metrics: ServeMetrics) -> None:

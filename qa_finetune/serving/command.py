@@ -136,11 +136,15 @@ def load_answerer(
     return answerer
 
 
-def build_app(reference: str, backend: str, settings: Any, quantized: bool = False) -> Any:
-    """Load the model and wrap it in the app (what each worker process does)."""
+def build_app(
+    reference: str, backend: str, settings: Any, quantized: bool = False, index: Any = None
+) -> Any:
+    """Load the model and wrap it in the app (what each worker process does), with ``index``
+    (a document index opened by the caller) or the one ``settings.index`` names."""
     from qa_finetune.modeling.cpu_threads import default_passes, share_cores
     from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.app import create_app
+    from qa_finetune.serving.open_answering import open_index
     from qa_finetune.serving.service import AnswerService
 
     passes = settings.passes or default_passes()
@@ -154,7 +158,8 @@ def build_app(reference: str, backend: str, settings: Any, quantized: bool = Fal
         threads,
         "" if threads == 1 else "s",
     )
-    return create_app(AnswerService(answerer, settings), resolve_model_dir(reference))
+    service = AnswerService(answerer, settings, retriever=index or open_index(settings.index))
+    return create_app(service, resolve_model_dir(reference))
 
 
 def app_from_environment() -> Any:
@@ -191,13 +196,14 @@ def serve(
     max_queue: int = 256,
     cors_origins: tuple[str, ...] = (),
     feedback_per_minute: int = 60,
+    index: Path | None = None,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
-    ``quantized`` serves the folder's int8 ONNX model."""
+    ``quantized``: its int8 ONNX model; ``index``: documents for requests without a context."""
     require_serve_extra()
 
     from qa_finetune.serving.feedback import checked_feedback_file
-    from qa_finetune.serving.service import ServeSettings, check_settings
+    from qa_finetune.serving.service import ServeSettings
 
     settings = ServeSettings(
         model_name=model_name(reference),
@@ -214,34 +220,42 @@ def serve(
         max_queue=max_queue,
         cors_origins=tuple(cors_origins),
         access_log=access_log,
+        index=str(Path(index).resolve()) if index is not None else None,
     )
-    try:
-        check_settings(settings)
-    except ValueError as exc:
-        raise ServeError(str(exc)) from exc
-    if workers < 1:
-        raise ServeError(f"--workers must be at least 1, got {workers}")
-    if max_connections < 1:
-        raise ServeError(f"--max-connections must be at least 1, got {max_connections}")
+    _check_limits(settings, workers, max_connections)
     _check_backend(backend)
     _check_port(host, port)
-    _check_model(reference, backend, quantized)
+    opened = _check_inputs(reference, backend, quantized, index)
     options = uvicorn_options(host, port, read_timeout, max_connections)
     if workers > 1:
         _run_workers(reference, backend, settings, workers, options, quantized)
         return
-    _run_until_stopped(build_app(reference, backend, settings, quantized), options)
+    _run_until_stopped(build_app(reference, backend, settings, quantized, opened), options)
 
 
-def _check_model(reference: str, backend: str, quantized: bool) -> None:
-    """A wrong reference, or ``--quantized`` for a folder without an int8 model, fails here
-    in one line, before any worker starts."""
+def _check_limits(settings: Any, workers: int, max_connections: int) -> None:
+    from qa_finetune.serving.service import check_settings
+
+    try:
+        check_settings(settings)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from exc
+    for flag, value in (("--workers", workers), ("--max-connections", max_connections)):
+        if value < 1:
+            raise ServeError(f"{flag} must be at least 1, got {value}")
+
+
+def _check_inputs(reference: str, backend: str, quantized: bool, index: Path | None) -> Any:
+    """One line for a bad index, reference or missing int8 model, before any model loads."""
     from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.serving.open_answering import open_index
 
+    opened = open_index(index)
     model_dir = resolve_model_dir(reference)
     if quantized:
         choose_backend(model_dir, backend, quantized)
+    return opened
 
 
 def _run_workers(

@@ -1,5 +1,6 @@
 """What ``GET /v1/model`` says about the model being served: its name, which training step and
-checkpoint its weights are, its runtime, and the window and decoding settings it answers with.
+checkpoint its weights are, its runtime, the window and decoding settings it answers with, and
+the document index it searches (``serve --index``), if any.
 
 The step and checkpoint are what the model folder records, never guessed: a run's ``model/``
 has its run's ``metrics.json`` (the kept model: the best validation or the last step), or,
@@ -23,8 +24,11 @@ CHECKPOINTS = ("best", "latest")
 log = logging.getLogger(__name__)
 
 
-def describe_model(answerer: Any, name: str, model_dir: Path | None) -> dict[str, Any]:
-    """The ``/v1/model`` body for ``answerer`` (a loaded ``QuestionAnswerer``)."""
+def describe_model(
+    answerer: Any, name: str, model_dir: Path | None, index: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``/v1/model`` body for ``answerer`` (a loaded ``QuestionAnswerer``); ``index``:
+    what ``describe_index`` says of the documents served, if any."""
     from qa_finetune import __version__
 
     step, checkpoint = recorded_checkpoint(model_dir) if model_dir else (None, None)
@@ -41,6 +45,21 @@ def describe_model(answerer: Any, name: str, model_dir: Path | None) -> dict[str
         "no_answer_threshold": settings.no_answer_threshold,
         "no_answer_rule": answerer.rule.kind,
         "version": __version__,
+        "index": index,
+    }
+
+
+def describe_index(retriever: Any, folder: str | None) -> dict[str, Any] | None:
+    """The index a server searches: its folder's name (as ``model`` names the model's, never
+    the whole path), its documents and passages; None without one."""
+    if retriever is None:
+        return None
+    # A PassageIndex counts both; a retriever over a search server may not say.
+    names = getattr(retriever, "names", None)
+    return {
+        "name": Path(folder).name if folder else None,
+        "documents": len(names) if names is not None else None,
+        "passages": len(retriever) if hasattr(retriever, "__len__") else None,
     }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from qa_finetune.inference.open_answers import DEFAULT_TOP_PASSAGES
+
 
 class AnswerRequest(BaseModel):
     """One question about one context."""
@@ -20,7 +22,9 @@ class AnswerRequest(BaseModel):
 
     @field_validator("question", "context")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is None:  # no context: a server with an index searches it
+            return value
         if not value.strip():
             raise ValueError("must not be empty")
         try:
@@ -33,18 +37,55 @@ class AnswerRequest(BaseModel):
         return value
 
 
+# The most passages one question may read: each is a few windows of the model's time.
+MAX_TOP_PASSAGES = 20
+
+
+class OpenAnswerRequest(AnswerRequest):
+    """One question about one context, or, without a context, about the server's documents
+    (``serve --index``)."""
+
+    context: str | None = Field(  # type: ignore[assignment]
+        None,
+        description="The text that holds the answer; leave it out to search the server's "
+        "documents.",
+        examples=["The bridge was designed by Alma Stroud and opened in 1931."],
+    )
+    top_passages: int = Field(
+        DEFAULT_TOP_PASSAGES,
+        ge=1,
+        le=MAX_TOP_PASSAGES,
+        description="Without a context: how many of the best passages found are read.",
+    )
+
+
 class Answer(BaseModel):
-    answer: str = Field(description="Exactly context[start:end].")
+    answer: str = Field(description="Exactly context[start:end] (or the document's text).")
     score: float = Field(description="Probability among the candidate spans.")
-    start: int = Field(description="Character offset of the answer in the context.")
+    start: int = Field(description="Character offset of the answer in the context (document).")
     end: int = Field(description="Character offset just past the answer.")
+    # Only in answers from the server's documents (a request without a context).
+    document: str | None = Field(None, description="The document that holds the answer.")
+    passage: int | None = Field(None, description="The passage's number in the index.")
+    passage_start: int | None = Field(
+        None, description="Character offset of the passage read in the document."
+    )
+    passage_end: int | None = Field(None, description="Character offset just past it.")
+    passage_text: str | None = Field(None, description="The passage: document[start:end].")
+    retrieval_rank: int | None = Field(None, description="The passage's rank in the search.")
+    retrieval_score: float | None = Field(None, description="Its BM25 score for the question.")
+    reader_score: float | None = Field(
+        None, description="The answer's span score (start + end logit), compared across passages."
+    )
 
 
 REQUEST_ID = "The request's id, as in the X-Request-ID response header."
 
 
 class AnswerResponse(BaseModel):
-    answers: list[Answer] = Field(description="Best first.")
+    answers: list[Answer] = Field(
+        description="Best first; from the server's documents, [] when no passage answers."
+    )
     model: str
     took_ms: float
     request_id: str = Field(description=REQUEST_ID)
@@ -59,6 +100,14 @@ class BatchResponse(BaseModel):
     model: str
     took_ms: float
     request_id: str = Field(description=REQUEST_ID)
+
+
+class IndexInfo(BaseModel):
+    """The document index a server searches (``serve --index``)."""
+
+    name: str | None = Field(description="The index folder's name (null for one in memory).")
+    documents: int | None = Field(description="Documents in the index.")
+    passages: int | None = Field(description="Passages the search chooses among.")
 
 
 class ModelResponse(BaseModel):
@@ -80,6 +129,9 @@ class ModelResponse(BaseModel):
         "classifier (log-odds of no answer from the run's no_answer_rule.json)."
     )
     version: str = Field(description="The qa-finetune package version.")
+    index: IndexInfo | None = Field(
+        None, description="The documents questions without a context are answered from."
+    )
 
 
 class ErrorResponse(BaseModel):

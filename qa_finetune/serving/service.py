@@ -3,7 +3,8 @@
 Each request is windowed in its caller's thread with ``QuestionAnswerer.windows``, its windows
 join other requests' in one forward pass (``QuestionAnswerer.predict_windows`` or any
 backend's forward), and it is decoded alone with ``QuestionAnswerer.decode``: the same steps
-``answer`` takes, so the service answers exactly what ``qa-finetune ask`` answers.
+``answer`` takes, so the service answers exactly what ``qa-finetune ask`` answers. With a
+document index, a question without a context is answered from it (``open_answering``).
 No web framework here.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.retrieval.retriever import Retriever
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
+from qa_finetune.serving.open_answering import CollectionReader, OpenWindowed
 
 # What a browser sends as ``Origin``: scheme://host[:port], no path, no trailing slash.
 _ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
@@ -61,6 +64,7 @@ class ServeSettings:
     max_queue: int = 256
     cors_origins: tuple[str, ...] = ()  # origins a browser may call the API from
     access_log: bool = True  # one log line per request
+    index: str | None = None  # the document index folder (serve --index), opened per process
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -141,9 +145,13 @@ class AnswerService:
         settings: ServeSettings,
         forward: Forward | None = None,
         on_batch: BatchHook | None = None,
+        retriever: Retriever | None = None,
     ) -> None:
         self.answerer = answerer
         self.settings = settings
+        self.retriever = retriever
+        # Questions without a context read the passages this finds.
+        self.collection = CollectionReader(answerer, retriever) if retriever is not None else None
         # The compiled graph from the first pass on: the warm-up pays for tracing it.
         default: Forward = lambda encoding: answerer.predict_windows(encoding, compile=True)  # noqa: E731
         adaptive = settings.max_wait_ms is None
@@ -214,15 +222,22 @@ class AnswerService:
         """The pair's windows; a question too long for them raises ``InferenceError``."""
         return Windowed(self.answerer.windows([question], [context]), context)
 
-    def window_all(self, pairs: list[tuple[str, str]]) -> list[Windowed]:
+    def window_all(
+        self, pairs: list[tuple[str, str | None]], top_passages: Sequence[int | None] = ()
+    ) -> list[Windowed | OpenWindowed]:
         """Every pair's windows, refused as soon as their total passes the per-request budget
-        (so an oversized request costs its windowing, never the model's time)."""
+        (so an oversized request costs its windowing, never the model's time). A pair without
+        a context is searched for in the index: ``top_passages`` of its passages are read."""
         budget = self.settings.max_windows_per_request
-        done: list[Windowed] = []
+        done: list[Windowed | OpenWindowed] = []
         total = 0
         for number, (question, context) in enumerate(pairs):
             try:
-                done.append(self.window(question, context))
+                if context is None:
+                    passages = top_passages[number] if number < len(top_passages) else None
+                    done.append(self._window_open(question, passages))
+                else:
+                    done.append(self.window(question, context))
             except QAFinetuneError as exc:
                 raise QAFinetuneError(
                     f"request {number}: {exc}" if len(pairs) > 1 else str(exc)
@@ -236,8 +251,23 @@ class AnswerService:
                 )
         return done
 
-    def queue(self, windowed: Windowed, top_k: int = 1, allow_no_answer: bool = False) -> Future:
+    def _window_open(self, question: str, top_passages: int | None) -> OpenWindowed:
+        if self.collection is None:
+            raise QAFinetuneError(
+                "no context: send the text that holds the answer (this server has no document "
+                "index: start it with `serve --index INDEX` to search documents)"
+            )
+        from qa_finetune.inference.open_answers import DEFAULT_TOP_PASSAGES
+
+        return self.collection.window(question, top_passages or DEFAULT_TOP_PASSAGES)
+
+    def queue(
+        self, windowed: Windowed | OpenWindowed, top_k: int = 1, allow_no_answer: bool = False
+    ) -> Future:
         """Queue windowed input for the shared forward pass; the future gets its answers."""
+        if isinstance(windowed, OpenWindowed):
+            assert self.collection is not None  # only window_all makes them, with an index
+            return self.collection.queue(self.batcher, windowed, top_k, allow_no_answer)
         windows, context = windowed.windows, windowed.context
         decode: Callable[[Any, Any], list[dict[str, Any]]] = lambda start, end: (  # noqa: E731
             self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)[0]

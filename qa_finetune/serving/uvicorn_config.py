@@ -27,7 +27,9 @@ def run_until_sigterm(server: Any) -> None:
 
 def ready_line(url: str, info: dict[str, Any]) -> str:
     """The line that tells a deployer the server answers, and what."""
-    return f"Ready: {url} (model {info['model']}, backend {info['backend']})"
+    index = info.get("index")
+    searched = f", index {index['name']}: {index['documents']} documents" if index else ""
+    return f"Ready: {url} (model {info['model']}, backend {info['backend']}{searched})"
 
 
 def server_url(host: str, port: int) -> str:
