@@ -35,8 +35,12 @@ elements.context = Object.assign(new Node("textarea"), { value: scenario.context
 elements.question = Object.assign(new Node("input"), { value: "Who?" });
 elements.topk = Object.assign(new Node("input"), { value: "2" });
 const replies = scenario.replies.slice();
-global.fetch = async (url) => {
+const sent = [];
+global.fetch = async (url, options) => {
   if (url === "/readyz") return { json: async () => ({ model: "tiny" }) };
+  // A server with an index says so here (scenario.model); without one, index is null.
+  if (url === "/v1/model") return { json: async () => scenario.model || { index: null } };
+  sent.push(JSON.parse(options.body));
   const reply = replies.shift();
   if (reply.network) throw new TypeError("Failed to fetch");
   return { ok: reply.status < 400, status: reply.status, statusText: reply.statusText || "", text: async () => reply.body, json: async () => JSON.parse(reply.body) };
@@ -49,10 +53,17 @@ const snapshot = () => {
     scrollTop: box.scrollTop, boxScrolled: !!box.scrolledIntoView, shownWhenScrolled: box.shownWhenScrolled || null,
     others: elements.others.children.length, answer: elements.answer.textContent,
     score: elements.score.textContent, error: elements.error.textContent,
+    ...(scenario.model ? {
+      sent: sent[sent.length - 1], source: elements.source.textContent,
+      label: elements["context-label"].textContent, placeholder: elements.context.placeholder,
+      markedAt: (box.children.find((c) => c.id === "answer-mark") ? box.children[0].textContent : null),
+      nodes: box.children.map((c) => c.tag),
+    } : {}),
   };
 };
 (async () => {
   new Function(script)();
+  await new Promise((resolve) => setTimeout(resolve, 0)); // the page has read /v1/model
   const states = [];
   for (let i = 0; i < scenario.replies.length; i++) {
     await elements.ask.onclick();

@@ -5,6 +5,7 @@ replace it with its one-line error."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -91,6 +92,79 @@ def test_the_page_scrolls_to_the_answer_and_a_failure_clears_it(tmp_path: Path) 
         assert {key: state[key] for key in cleared} == cleared
         assert state["error"] == error
     assert states[2] == states[4] == answered  # the next answer shows again, error gone
+
+
+# A document's name and text as an attacker might write them: they must stay text.
+DOCUMENT = "docs/<img src=x onerror=alert(1)>.md"
+PASSAGE = "🙂 The keeper <b>was</b> Tomas Ebbe, of Osk."
+
+
+def document_answer(passage_start: int = 120) -> dict[str, Any]:
+    start = PASSAGE.index("Tomas Ebbe")
+    return {
+        "answer": "Tomas Ebbe",
+        "score": 0.8,
+        "document": DOCUMENT,
+        "start": passage_start + start,
+        "end": passage_start + start + len("Tomas Ebbe"),
+        "passage": 3,
+        "passage_start": passage_start,
+        "passage_end": passage_start + len(PASSAGE),
+        "passage_text": PASSAGE,
+        "retrieval_rank": 1,
+        "retrieval_score": 2.5,
+        "reader_score": 7.25,
+    }
+
+
+def test_with_an_index_an_empty_context_searches_the_documents(tmp_path: Path) -> None:
+    item = document_answer()
+    scenario = {
+        "context": "",
+        "markTop": 0,
+        "model": {"index": {"name": "docs", "documents": 3, "passages": 9}},
+        "replies": [
+            {"status": 200, "body": json.dumps({"answers": [item], "took_ms": 3.0})},
+            {"status": 200, "body": json.dumps({"answers": [], "took_ms": 2.0})},
+        ],
+    }
+    found, nothing = run_page_script(tmp_path, scenario)
+    assert found["sent"] == {"question": "Who?", "top_k": 2}  # no context: search
+    assert found["label"] == "Context (optional: leave it empty to search 3 documents)"
+    assert "leave this empty" in found["placeholder"]
+    # The passage is shown, the answer marked at its code-point offset (after an emoji).
+    assert found["highlighted"] == PASSAGE and found["mark"] == "Tomas Ebbe"
+    assert found["markedAt"] == PASSAGE[: PASSAGE.index("Tomas Ebbe")]
+    assert found["nodes"] == ["#text", "mark", "#text"]  # text nodes only: no markup made
+    assert found["source"] == f"from {DOCUMENT}, chars {item['start']}-{item['end']}"
+    assert found["answer"] == "Tomas Ebbe" and found["score"] == "0.800"
+    assert nothing["answer"] == "no answer in these documents"
+    assert nothing["display"] == "block" and nothing["highlighted"] == ""
+    assert nothing["source"] == "" and nothing["others"] == 0 and nothing["mark"] is None
+
+
+def test_with_an_index_a_given_context_is_sent_and_marked_as_before(tmp_path: Path) -> None:
+    context = "x Alma Stroud y"
+    answer = {"answer": "Alma Stroud", "score": 0.5, "start": 2, "end": 13}
+    scenario = {
+        "context": context,
+        "markTop": 0,
+        "model": {"index": {"name": "docs", "documents": None, "passages": 9}},
+        "replies": [{"status": 200, "body": json.dumps({"answers": [answer], "took_ms": 1.0})}],
+    }
+    [state] = run_page_script(tmp_path, scenario)
+    assert state["sent"] == {"question": "Who?", "top_k": 2, "context": context}
+    assert state["label"] == "Context (optional: leave it empty to search the server's documents)"
+    assert state["highlighted"] == context and state["mark"] == "Alma Stroud"
+    assert state["source"] == ""
+
+
+def test_the_page_never_writes_markup_from_answers() -> None:
+    """Documents are untrusted: the page builds what it shows from text nodes."""
+    page = PAGE.read_text(encoding="utf-8")
+    assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write", page)
+    assert 'createElement("mark")' in page and "createTextNode(" in page
+    assert "item.passage_text" in page and "item.document" in page
 
 
 @pytest.mark.slow
