@@ -4,6 +4,7 @@ format and script, and each file that cannot be read skipped with one short reas
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import subprocess
 import sys
@@ -129,6 +130,15 @@ def test_a_file_that_cannot_be_read_is_skipped_with_its_reason(
     tmp_path: Path, name: str, data: bytes, reason: str
 ) -> None:
     assert _skip_reason(tmp_path, name, data) == reason
+
+
+def test_pypdf_warnings_stay_quiet_and_its_level_comes_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert _skip_reason(tmp_path, "cut.pdf", PDF[:-40]).startswith("unreadable PDF")
+    assert caplog.records == []  # pypdf says "EOF marker not found": the reason is enough
+    assert logging.getLogger("pypdf").level == logging.NOTSET
 
 
 def test_a_pdf_encrypted_with_an_empty_password_is_read(tmp_path: Path) -> None:
