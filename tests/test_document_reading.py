@@ -113,6 +113,7 @@ def _skip_reason(tmp_path: Path, name: str, data: bytes) -> str:
         ("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
         ("page.html", b"<p>a\x00b</p>", "binary file"),
         ("empty.txt", b"", "empty"),
+        ("empty.pdf", b"", "empty"),
         ("bom.md", b"\xef\xbb\xbf", "empty"),
         ("blank.md", " \r\n\t\n\u3000".encode(), "empty (whitespace only)"),
         ("latin.txt", b"caf\xe9", "not UTF-8 text (byte 0xe9; save it as UTF-8)"),
