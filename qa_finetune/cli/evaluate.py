@@ -22,6 +22,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
     model_on_backend,
 )
+from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
 DataOption = Annotated[
@@ -91,7 +92,7 @@ def evaluate(
     quantized: QuantizedOption = False,
     question_negatives: QuestionNegativesOption = 0.0,
     open_book: OpenOption = False,
-    top_passages: TopPassagesOption = 5,
+    top_passages: TopPassagesOption = DEFAULT_TOP_PASSAGES,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:

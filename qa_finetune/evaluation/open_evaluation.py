@@ -15,10 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.across_passages import PassageReading, choose_across_passages
+from qa_finetune.decoding.across_passages import (
+    DEFAULT_TOP_PASSAGES,
+    PassageReading,
+    choose_across_passages,
+)
 from qa_finetune.modeling.predict import predict_features
 from qa_finetune.modeling.scoring import feature_offsets, references, score
 from qa_finetune.retrieval.passage_index import PassageIndex
+from qa_finetune.retrieval.retriever import Hit
 
 RECALL_AT = (1, 5, 20)
 # Joins a question's id and a passage's rank into the id of one (question, passage) pair.
@@ -49,13 +54,14 @@ def collection_of(records: Sequence[dict[str, Any]]) -> tuple[PassageIndex, dict
 
 def retrieval_recall(
     index: PassageIndex, questions: Sequence[dict[str, Any]], gold: dict[str, int], depth: int
-) -> tuple[dict[str, float], list[list[int]]]:
-    """Recall@k of the gold paragraph, and each question's passages (best first)."""
-    found = [[h.passage.number for h in index.search(q["question"], depth)] for q in questions]
+) -> tuple[dict[str, float], list[list[Hit]]]:
+    """Recall@k of the gold paragraph, and each question's hits (best first)."""
+    found = [index.search(q["question"], depth) for q in questions]
     recall = {}
     for k in RECALL_AT:
         hits = sum(
-            gold[q["context"]] in numbers[:k] for q, numbers in zip(questions, found, strict=True)
+            gold[q["context"]] in [h.passage.number for h in hits[:k]]
+            for q, hits in zip(questions, found, strict=True)
         )
         recall[f"recall@{k}"] = 100.0 * hits / max(len(questions), 1)
     return recall, found
@@ -63,38 +69,66 @@ def retrieval_recall(
 
 def read_passages(
     loaded: Any,
-    index: PassageIndex,
     questions: Sequence[dict[str, Any]],
-    found: Sequence[Sequence[int]],
+    found: Sequence[Sequence[Hit]],
     top_passages: int,
     use_rule: bool,
 ) -> dict[str, str]:
     """The end-to-end answer of each question from its ``top_passages`` best passages."""
-    from qa_finetune.data.loading import to_dataset
-    from qa_finetune.decoding.spans import postprocess_predictions
-    from qa_finetune.evaluation.evaluate import evaluation_features
-
+    answers = {q["id"]: "" for q in questions}
     pairs = [
         {
             "id": f"{q['id']}{_PAIR}{place}",
             "title": "",
-            "context": index.passage(number).text,
+            "context": hit.passage.text,
             "question": q["question"],
             "answers": {"text": [], "answer_start": []},
         }
-        for q, numbers in zip(questions, found, strict=True)
-        for place, number in enumerate(numbers[:top_passages])
+        for q, hits in zip(questions, found, strict=True)
+        for place, hit in enumerate(hits[:top_passages])
     ]
-    answers = {q["id"]: "" for q in questions}
     if not pairs:
         return answers
+    predictions = _read(loaded, pairs)
+    retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
+    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
+    for pair_id, nbest in predictions.nbest.items():
+        question_id, place = pair_id.rsplit(_PAIR, 1)
+        if not nbest:
+            continue
+        best = nbest[0]
+        readings[question_id].append(
+            PassageReading(
+                int(place),
+                best["text"],
+                best["start"],
+                best["end"],
+                best["score"],
+                predictions.no_answer_score.get(pair_id, float("inf")),
+                best["score"] + predictions.null_score_diff[pair_id],  # the passage's null
+                retrieval[question_id][int(place)],
+            )
+        )
+    threshold = loaded.settings.no_answer_threshold
+    for question_id, found_readings in readings.items():
+        chosen = choose_across_passages(found_readings, threshold, use_rule)
+        answers[question_id] = chosen[0][0].text if chosen else ""
+    return answers
+
+
+def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
+    """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
+    from qa_finetune.data.loading import to_dataset
+    from qa_finetune.decoding.spans import postprocess_predictions
+    from qa_finetune.evaluation.evaluate import evaluation_features
+
     examples = to_dataset(pairs)
     features = evaluation_features(examples, loaded.tokenizer, loaded.spec)
     pad = getattr(loaded.tokenizer, "pad_token_id", None)
     start, end = predict_features(
         loaded.model, features, loaded.settings.batch_size, pad_token_id=pad
     )
-    predictions = postprocess_predictions(
+    return postprocess_predictions(
         list(examples["id"]),
         list(examples["context"]),
         list(features["example_id"]),
@@ -106,19 +140,6 @@ def read_passages(
         max_answer_length=loaded.settings.max_answer_length,
         rule=loaded.rule,
     )
-    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
-    for pair_id, nbest in predictions.nbest.items():
-        question_id, place = pair_id.rsplit(_PAIR, 1)
-        no_answer = predictions.no_answer_score.get(pair_id, float("inf"))
-        for c in nbest[:1]:
-            readings[question_id].append(
-                PassageReading(int(place), c["text"], c["start"], c["end"], c["score"], no_answer)
-            )
-    threshold = loaded.settings.no_answer_threshold
-    for question_id, found_readings in readings.items():
-        chosen = choose_across_passages(found_readings, threshold, use_rule)
-        answers[question_id] = chosen[0][0].text if chosen else ""
-    return answers
 
 
 def open_scores(
@@ -136,7 +157,7 @@ def open_scores(
     depth = max(max(RECALL_AT), top_passages)
     recall, found = retrieval_recall(index, questions, numbers, depth)
     searched = time.perf_counter()
-    answers = read_passages(loaded, index, questions, found, top_passages, allow_no_answer)
+    answers = read_passages(loaded, questions, found, top_passages, allow_no_answer)
     done = time.perf_counter()
     scores = score(answers, references(questions), allow_no_answer)
     return {
@@ -157,7 +178,7 @@ def evaluate_open(
     report_dir: Any = None,
     allow_no_answer: bool = False,
     max_samples: int | None = None,
-    top_passages: int = 5,
+    top_passages: int = DEFAULT_TOP_PASSAGES,
     **loading: Any,
 ) -> dict[str, Any]:
     """Score a model with and without the gold paragraphs on the same questions; writes the
