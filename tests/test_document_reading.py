@@ -4,6 +4,7 @@ format and script, and each file that cannot be read skipped with one short reas
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import subprocess
 import sys
@@ -112,6 +113,7 @@ def _skip_reason(tmp_path: Path, name: str, data: bytes) -> str:
         ("image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file"),
         ("page.html", b"<p>a\x00b</p>", "binary file"),
         ("empty.txt", b"", "empty"),
+        ("empty.pdf", b"", "empty"),
         ("bom.md", b"\xef\xbb\xbf", "empty"),
         ("blank.md", " \r\n\t\n\u3000".encode(), "empty (whitespace only)"),
         ("latin.txt", b"caf\xe9", "not UTF-8 text (byte 0xe9; save it as UTF-8)"),
@@ -129,6 +131,15 @@ def test_a_file_that_cannot_be_read_is_skipped_with_its_reason(
     tmp_path: Path, name: str, data: bytes, reason: str
 ) -> None:
     assert _skip_reason(tmp_path, name, data) == reason
+
+
+def test_pypdf_warnings_stay_quiet_and_its_level_comes_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert _skip_reason(tmp_path, "cut.pdf", PDF[:-40]).startswith("unreadable PDF")
+    assert caplog.records == []  # pypdf says "EOF marker not found": the reason is enough
+    assert logging.getLogger("pypdf").level == logging.NOTSET
 
 
 def test_a_pdf_encrypted_with_an_empty_password_is_read(tmp_path: Path) -> None:

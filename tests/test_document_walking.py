@@ -112,11 +112,14 @@ def test_links_are_followed_and_a_loop_is_skipped(tmp_path: Path) -> None:
     os.symlink("..", root / "a" / "loop")  # back to root: a loop
     os.symlink("loop.txt", root / "a" / "loop.txt")  # itself
     os.symlink("missing.txt", root / "a" / "gone.txt")
+    os.symlink("../outside/two.txt", root / "a" / "two.md")  # a file link: followed
     other = _tree(tmp_path / "elsewhere", {"three.md": "3"})
     os.symlink(other, root / "b")  # a folder link: followed
     os.symlink(other, root / "c")  # the same folder again: listed once
     found, skipped = find_documents([root])
-    assert _names(found) == [f"{root}/a/one.txt", f"{root}/b/three.md", f"{root}/outside/two.txt"]
+    # outside/two.txt was met first through the link: listed once, under the link's name.
+    assert _names(found) == [f"{root}/a/one.txt", f"{root}/a/two.md", f"{root}/b/three.md"]
+    assert found[1].path.read_text() == "2"
     assert _reasons(skipped) == [
         (f"{root}/a/gone.txt", "broken symbolic link"),
         (f"{root}/a/loop", "symbolic link loop"),

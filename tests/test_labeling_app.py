@@ -278,7 +278,10 @@ def test_the_page_puts_text_in_as_text_only(client: TestClient) -> None:
         (["docs", "--output", "out.txt"], "name a .json file (SQuAD JSON is written)"),
         (["docs", "--output", "nowhere/out.json"], "folder nowhere does not exist: make it"),
         (["docs/a.txt", "docs/../secret.txt", "--output", "o.json"], None),
-        (["docs/image.png", "--output", "o.json"], "not a .txt, .md or SQuAD .json file"),
+        (
+            ["docs/image.png", "--output", "o.json"],
+            "not a document (.txt, .md, .markdown, .html, .htm, .pdf) nor a SQuAD .json file",
+        ),
     ],
 )
 def test_the_command_refuses_bad_input_in_one_line(

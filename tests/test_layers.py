@@ -1,8 +1,8 @@
 """The package's layers, read from the source: every import points down, and none loops.
 
-From the bottom: errors/config (and the other plain modules beside them) -> data | features
--> decoding -> runs -> modeling -> training | inference | evaluation -> crossval | publish |
-serving -> labeling -> cli.
+From the bottom: errors/config (and the other plain modules beside them) -> data | documents |
+features -> decoding -> runs -> modeling -> training | inference | evaluation -> crossval |
+publish | serving -> labeling -> cli.
 Modules of one layer's different packages never import each other (training, inference and
 evaluation share code through the layers below). Imports inside functions count: a lazy
 import is still a dependency, it only moves the cost.

@@ -22,6 +22,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
     model_on_backend,
 )
+from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
 DataOption = Annotated[
@@ -58,6 +59,18 @@ BatchSizeOption = Annotated[
         "default 64, else the size measured fastest on this machine).",
     ),
 ]
+OpenOption = Annotated[
+    bool,
+    typer.Option(
+        "--open",
+        help="Also answer without the gold paragraphs, searching all of the file's contexts: "
+        "recall@1/5/20 and end-to-end EM/F1 beside the gold-paragraph EM/F1. With "
+        "--max-samples, the questions are spread over the whole file.",
+    ),
+]
+TopPassagesOption = Annotated[
+    int, typer.Option("--top-passages", min=1, help="With --open: passages read per question.")
+]
 
 
 @friendly_errors
@@ -78,6 +91,8 @@ def evaluate(
     no_answer_threshold: NoAnswerThresholdOption = None,
     quantized: QuantizedOption = False,
     question_negatives: QuestionNegativesOption = 0.0,
+    open_book: OpenOption = False,
+    top_passages: TopPassagesOption = DEFAULT_TOP_PASSAGES,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
@@ -88,37 +103,63 @@ def evaluate(
     _check_data(data, dataset, question_negatives, allow_no_answer)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
-        _check_predictions_alone(
-            model=model,
-            quantized=quantized or None,
-            batch_size=batch_size,
-            max_length=max_length,
-            stride=stride,
-            max_samples=max_samples,
-            no_answer_threshold=no_answer_threshold,
-            question_negatives=question_negatives or None,
-        )
+        model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
+        model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
+        model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
+        _check_predictions_alone(**model_flags, question_negatives=question_negatives or None)
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
         return
     model = model_on_backend(model, backend, quantized=quantized)
+    loading = dict(batch_size=batch_size, max_length=max_length, stride=stride, backend=backend)
+    loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
+    loading["warn_untrained_head"] = not allow_untrained_head
+    if open_book:
+        _evaluate_open(
+            model, where, allow_no_answer, max_samples, top_passages, question_negatives, loading
+        )
+        return
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     evaluate_model(
         model,
         **where,
+        **loading,
         allow_no_answer=allow_no_answer,
         max_samples=max_samples,
-        batch_size=batch_size,
-        max_length=max_length,
-        stride=stride,
-        warn_untrained_head=not allow_untrained_head,
-        backend=backend,
-        no_answer_threshold=no_answer_threshold,
-        quantized=quantized,
         question_negatives=question_negatives,
     )
+
+
+def _evaluate_open(
+    model: str | None,
+    where: dict,
+    allow_no_answer: bool,
+    max_samples: int | None,
+    top_passages: int,
+    question_negatives: float,
+    loading: dict,
+) -> None:
+    """``--open``: the file's questions searched among all its contexts, then read."""
+    if where["data"] is None or question_negatives:
+        flag = "--question-negatives" if question_negatives else "--dataset"
+        raise QAFinetuneError(
+            f"--open searches the contexts of a local --data file, so {flag} does not apply: "
+            f"pass --data FILE without {flag}"
+        )
+    from qa_finetune.evaluation.open_evaluation import evaluate_open, open_table
+
+    metrics = evaluate_open(
+        model,
+        where["data"],
+        where["report_dir"],
+        allow_no_answer,
+        max_samples,
+        top_passages,
+        **loading,
+    )
+    typer.echo(open_table(metrics))
 
 
 def _check_data(

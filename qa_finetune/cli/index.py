@@ -72,7 +72,6 @@ def _check_output(output: Path, docs: list[Path]) -> None:
     from qa_finetune.retrieval.index_files import MANIFEST
     from qa_finetune.runs.targets import check_own_folder
 
-    check_own_folder(output, "--output", "index", MANIFEST, known=False)
     resolved = output.resolve()
     for doc in docs:
         inside = doc.resolve()
@@ -81,3 +80,4 @@ def _check_output(output: Path, docs: list[Path]) -> None:
                 f"--output {output} holds the documents {doc}: the index replaces its folder "
                 "whole, so choose an --output outside them"
             )
+    check_own_folder(output, "--output", "index", MANIFEST, known=False)

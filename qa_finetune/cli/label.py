@@ -18,7 +18,10 @@ from qa_finetune.modeling.formats import BACKENDS, choices
 def label(
     documents: Annotated[
         list[Path],
-        typer.Argument(help=".txt/.md files, folders of them, or a SQuAD JSON file to extend."),
+        typer.Argument(
+            help="Text, Markdown, HTML or PDF files, folders of them, or a SQuAD JSON file to "
+            "extend."
+        ),
     ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="SQuAD JSON to write (continued if it exists).")

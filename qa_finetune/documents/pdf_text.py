@@ -7,6 +7,9 @@ empty password, as viewers open it), damaged, or without a text layer (a scan).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import BytesIO
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +26,11 @@ def pdf_to_text(data: bytes, path: Path) -> str:
     """The text of the PDF file ``data``, pages joined by "\\n\\n"; ``path`` names it in a
     ``SkippedDocument``."""
     pypdf = _pypdf()
+    with _quiet_pypdf():
+        return _read(pypdf, data, path)
+
+
+def _read(pypdf: ModuleType, data: bytes, path: Path) -> str:
     try:
         reader = pypdf.PdfReader(BytesIO(data))
         _open(reader, path)
@@ -54,6 +62,19 @@ def _open(reader: Any, path: Path) -> None:
         opened = False
     if not opened:
         raise SkippedDocument(path, ENCRYPTED)
+
+
+@contextmanager
+def _quiet_pypdf() -> Iterator[None]:
+    """pypdf's warnings about the damage it works around ("EOF marker not found") left out:
+    the user hears of a PDF only when it is skipped, in one line with the reason."""
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _pypdf() -> ModuleType:

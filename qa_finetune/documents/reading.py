@@ -91,6 +91,8 @@ def extract_text(data: bytes, suffix: str, path: Path) -> str:
     """The text of a document of format ``suffix`` (".txt", ".html", ".pdf"...) whose file
     holds ``data``; ``path`` only names it in a ``SkippedDocument``."""
     suffix = suffix.lower()
+    if not data:
+        raise SkippedDocument(path, "empty")
     if suffix == ".pdf":
         return pdf_to_text(data, path)
     if suffix not in TEXT_SUFFIXES + HTML_SUFFIXES:

@@ -39,7 +39,8 @@ class FoundFile:
 
 def find_documents(paths: Sequence[Path]) -> tuple[list[FoundFile], list[SkippedDocument]]:
     """The document files of ``paths`` (files and folders) in the order given, and the files
-    of those folders that are skipped, with the reason."""
+    of those folders that are skipped, with the reason. A ``.json`` file named in ``paths``
+    is listed with the suffix ".json": read it with ``squad_contexts``."""
     walk = _Walk()
     for path in map(Path, paths):
         if path.is_dir():

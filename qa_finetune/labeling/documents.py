@@ -1,25 +1,35 @@
-"""The documents a labeling page serves: text files, folders of them, or SQuAD JSON files.
+"""The documents a labeling page serves: text, Markdown, HTML and PDF files, folders of them,
+or SQuAD JSON files, read through ``qa_finetune.documents`` as every command reads them.
 
 Text is read byte for byte (``\\r\\n`` kept, a leading byte-order mark dropped), so a saved
-``answer_start`` counts the characters of the file as it is on disk. Each document has a key
-that names it in the journal: its file name (a folder's files: the path inside the folder),
-or for a SQuAD file its article title, with ``#N`` when the article has several paragraphs.
-The page addresses documents by their number in this list only: no path ever comes from it.
+``answer_start`` counts the characters of the file as it is on disk (of an HTML or PDF file:
+of its extracted text). Each document has a key that names it in the journal: its file name
+(a folder's files: the path inside the folder), or for a SQuAD file its article title, with
+``#N`` when the article has several paragraphs. A file that cannot be read is skipped with a
+warning. The page addresses documents by their number in this list only: no path ever comes
+from it.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.documents.reading import SkippedDocument, extract_text, read_file_bytes
+from qa_finetune.documents.squad_contexts import (
+    checked_text,
+    not_squad,
+    squad_paragraphs,
+    value_kind,
+)
+from qa_finetune.documents.walking import SQUAD_SUFFIX, FoundFile, find_documents
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.files import name_as_text, read_text, surrogate_problem
-from qa_finetune.nesting import parse_json
+from qa_finetune.files import name_as_text
 
-TEXT_SUFFIXES = (".txt", ".md")
+log = logging.getLogger("qa_finetune.labeling.documents")
 
 
 class DocumentError(QAFinetuneError):
@@ -59,72 +69,52 @@ class DocumentSet:
 
 
 def load_documents(paths: Iterable[Path]) -> DocumentSet:
-    """Every document of ``paths`` (files and folders), in the order given."""
+    """Every document of ``paths`` (files and folders), in the order given; a file that
+    cannot be read is skipped with a warning."""
     found = DocumentSet()
+    skipped = 0
     for path in map(Path, paths):
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES)
-            if not files:
-                raise DocumentError(f"{path} holds no .txt or .md files: name files to label")
-            for file in files:
-                key = name_as_text(file.relative_to(path).as_posix())
-                found.add(Document(key, key, read_text(file, "document")), file)
-        elif path.suffix.lower() == ".json":
-            add_squad_file(found, path)
-        elif path.suffix.lower() in TEXT_SUFFIXES:
-            text = read_text(path, "document", "label", DocumentError)
-            key = name_as_text(path.name)
-            found.add(Document(key, key, text), path)
-        else:
-            raise DocumentError(
-                f"{path}: not a .txt, .md or SQuAD .json file, nor a folder: name those"
-            )
+        files, skips = find_documents([path])
+        for skip in skips:
+            log.warning("%s", skip)
+        skipped += len(skips)
+        for file in files:
+            try:
+                _add_file(found, file, path)
+            except SkippedDocument as skip:
+                log.warning("%s", skip)
+                skipped += 1
     if not found.documents:
-        raise DocumentError("no documents to label: name .txt/.md files, folders or SQuAD files")
+        also = f" ({skipped} skipped: see the warnings above)" if skipped else ""
+        raise DocumentError(
+            f"no documents to label{also}: name text, Markdown, HTML or PDF files, folders of "
+            "them, or SQuAD files"
+        )
     return found
+
+
+def _add_file(found: DocumentSet, file: FoundFile, given: Path) -> None:
+    """A found file's document (a SQuAD file's paragraphs), keyed as labeling always did:
+    the file name of a named file, the path inside the folder of a folder's file."""
+    if file.suffix == SQUAD_SUFFIX:
+        add_squad_file(found, file.path)
+        return
+    text = extract_text(read_file_bytes(file.path), file.suffix, file.path)
+    inside = file.path.relative_to(given).as_posix() if given.is_dir() else given.name
+    key = name_as_text(inside)
+    found.add(Document(key, key, text), file.path)
 
 
 def add_squad_file(found: DocumentSet, path: Path) -> None:
     """The paragraphs of a SQuAD file as documents, and their questions."""
-    text = read_text(path, "SQuAD file", "label", DocumentError)
-    not_squad = f"{path}: not SQuAD JSON (an object whose 'data' is a list of articles)"
-    try:
-        payload = parse_json(text, str(path), DocumentError)
-    except json.JSONDecodeError:
-        raise DocumentError(not_squad) from None
-    articles = payload.get("data") if isinstance(payload, dict) else None
-    if not isinstance(articles, list):
-        raise DocumentError(not_squad)
-    for number, article in enumerate(articles, 1):
-        where = f"{path}: article {number}"
+    for paragraph in squad_paragraphs(path):
+        found.add(Document(paragraph.key, paragraph.title, paragraph.context), path)
         try:
-            title = str(article.get("title") or f"article {number}")
-            paragraphs = list(article["paragraphs"])
-            for index, paragraph in enumerate(paragraphs, 1):
-                key = title if len(paragraphs) == 1 else f"{title}#{index}"
-                context = _text(paragraph["context"], f"{where}: the context of {key!r}")
-                found.add(Document(_text(key, f"{where}: the title"), title, context), path)
-                qas = paragraph.get("qas") or []
-                if not isinstance(qas, list):
-                    raise TypeError
-                found.questions.extend(_question(qa, key, where) for qa in qas)
+            found.questions.extend(
+                _question(qa, paragraph.key, paragraph.where) for qa in paragraph.qas
+            )
         except (AttributeError, KeyError, TypeError):
-            raise DocumentError(f"{where} is not SQuAD (paragraphs of context and qas)") from None
-
-
-def _text(value: Any, what: str) -> str:
-    """``value`` if it is text that can be written back; a ``DocumentError`` otherwise (a
-    null question must not come back as the question "None")."""
-    if not isinstance(value, str):
-        raise DocumentError(f"{what} is {_kind(value)}, not text: fix the SQuAD file")
-    problem = surrogate_problem(value)
-    if problem:
-        raise DocumentError(f"{what} {problem}: fix the SQuAD file")
-    return value
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
+            raise DocumentError(not_squad(paragraph.where)) from None
 
 
 def _offset(value: Any, what: str) -> int:
@@ -132,8 +122,8 @@ def _offset(value: Any, what: str) -> int:
     (27.9 is not rounded down to 27, nor "abc", NaN or 1e400 read at all)."""
     whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
     if isinstance(value, bool) or not whole or value < 0:
-        shown = repr(value) if isinstance(value, (int, float, str)) else _kind(value)
-        shown = shown if len(shown) <= 40 else _kind(value)
+        shown = repr(value) if isinstance(value, (int, float, str)) else value_kind(value)
+        shown = shown if len(shown) <= 40 else value_kind(value)
         raise DocumentError(f"{what}: answer_start {shown} is not a character offset: fix it")
     return int(value)
 
@@ -148,16 +138,16 @@ def _question(qa: Any, key: str, where: str) -> dict[str, Any]:
         raise TypeError
     checked = [
         {
-            "text": _text(a.get("text"), f"{where}: an answer's text"),
+            "text": checked_text(a.get("text"), f"{where}: an answer's text"),
             "answer_start": _offset(a.get("answer_start"), where),
         }
         for a in answers
     ]
     impossible = bool(qa.get("is_impossible", False)) or not checked
     return {
-        "id": _text(str(qa.get("id") or ""), f"{where}: the id"),
+        "id": checked_text(str(qa.get("id") or ""), f"{where}: the id"),
         "key": key,
-        "question": _text(qa.get("question"), f"{where}: the question"),
+        "question": checked_text(qa.get("question"), f"{where}: the question"),
         "answers": [] if impossible else checked,
         "is_impossible": impossible,
     }

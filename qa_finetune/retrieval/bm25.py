@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.errors import QAFinetuneError
-
-INSTALL = "pip install 'qa-finetune[documents]'"
+from qa_finetune.extras import require
 
 
 class RetrievalError(QAFinetuneError):
@@ -53,12 +52,9 @@ class TextTokenizer:
         """The Snowball stemmer (bm25s calls its ``stemWords``), or None without stemming."""
         if self.stemmer is None:
             return None
+        stemmer = require("Stemmer", "documents", f"stemming search terms ({self.stemmer})")
         try:
-            import Stemmer
-        except ImportError:
-            raise RetrievalError(f"stemming ({self.stemmer}) needs PyStemmer: {INSTALL}") from None
-        try:
-            return Stemmer.Stemmer(self.stemmer)
+            return stemmer.Stemmer(self.stemmer)
         except KeyError:
             raise RetrievalError(
                 f"unknown stemmer language {self.stemmer!r}: rebuild the index with a "
@@ -79,11 +75,7 @@ class TextTokenizer:
 
 
 def _bm25s() -> Any:
-    try:
-        import bm25s
-    except ImportError:
-        raise RetrievalError(f"document search needs bm25s: {INSTALL}") from None
-    return bm25s
+    return require("bm25s", "documents", "document search")
 
 
 def library_version() -> str:

@@ -64,7 +64,9 @@ def build_index(
     began = time.perf_counter()
     summary = IndexSummary()
     found, summary.skipped = find_documents(paths)
+    # An index kept inside the documents' folder is not a document of its own.
     found = [f for f in found if not _inside(f.path, output)]
+    summary.skipped = [s for s in summary.skipped if not _inside(s.path, output)]
     previous = _reusable(output, settings, summary)
     records: list[index_files.DocumentRecord] = []
     for file in found:

@@ -1,0 +1,244 @@
+"""``evaluate --open``: SQuAD-format questions answered without their gold paragraphs.
+
+Every distinct context of the file becomes one passage of an index in memory; each question
+is searched there and the reader reads its ``top_passages`` best passages (the same choice
+across passages as ``ask --index``). Reported beside each other, for the same questions and
+model: retrieval recall@1/5/20 of the gold paragraph, end-to-end EM/F1, and EM/F1 when the
+gold paragraph is given (the ordinary evaluation).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.decoding.across_passages import (
+    DEFAULT_TOP_PASSAGES,
+    PassageReading,
+    choose_across_passages,
+)
+from qa_finetune.modeling.predict import predict_features
+from qa_finetune.modeling.scoring import feature_offsets, references, score
+from qa_finetune.retrieval.passage_index import PassageIndex
+from qa_finetune.retrieval.retriever import Hit
+
+RECALL_AT = (1, 5, 20)
+# Joins a question's id and a passage's rank into the id of one (question, passage) pair.
+_PAIR = "\x1f"
+
+
+def spread_sample(records: list[dict[str, Any]], count: int | None) -> list[dict[str, Any]]:
+    """``count`` questions spread evenly over the file (all without ``count``): the first N
+    would come from a few articles, while the collection is the whole file."""
+    if count is None or count >= len(records):
+        return records
+    picks = np.linspace(0, len(records) - 1, count).round().astype(int)
+    return [records[i] for i in sorted(set(picks.tolist()))]
+
+
+def collection_of(records: Sequence[dict[str, Any]]) -> tuple[PassageIndex, dict[str, int]]:
+    """An index with one passage per distinct context, and each context's passage number."""
+    numbers: dict[str, int] = {}
+    named = []
+    for record in records:
+        if record["context"] not in numbers:
+            numbers[record["context"]] = len(named)
+            named.append(
+                (f"{record.get('title') or 'context'}#{len(named) + 1}", record["context"])
+            )
+    return PassageIndex.from_texts(named), numbers
+
+
+def retrieval_recall(
+    index: PassageIndex, questions: Sequence[dict[str, Any]], gold: dict[str, int], depth: int
+) -> tuple[dict[str, float], list[list[Hit]]]:
+    """Recall@k of the gold paragraph, and each question's hits (best first)."""
+    found = [index.search(q["question"], depth) for q in questions]
+    recall = {}
+    for k in RECALL_AT:
+        hits = sum(
+            gold[q["context"]] in [h.passage.number for h in hits[:k]]
+            for q, hits in zip(questions, found, strict=True)
+        )
+        recall[f"recall@{k}"] = 100.0 * hits / max(len(questions), 1)
+    return recall, found
+
+
+def read_passages(
+    loaded: Any,
+    questions: Sequence[dict[str, Any]],
+    found: Sequence[Sequence[Hit]],
+    top_passages: int,
+    use_rule: bool,
+) -> dict[str, str]:
+    """The end-to-end answer of each question from its ``top_passages`` best passages."""
+    answers = {q["id"]: "" for q in questions}
+    pairs = [
+        {
+            "id": f"{q['id']}{_PAIR}{place}",
+            "title": "",
+            "context": hit.passage.text,
+            "question": q["question"],
+            "answers": {"text": [], "answer_start": []},
+        }
+        for q, hits in zip(questions, found, strict=True)
+        for place, hit in enumerate(hits[:top_passages])
+    ]
+    if not pairs:
+        return answers
+    predictions = _read(loaded, pairs)
+    retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
+    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
+    for pair_id, nbest in predictions.nbest.items():
+        question_id, place = pair_id.rsplit(_PAIR, 1)
+        if not nbest:
+            continue
+        best = nbest[0]
+        readings[question_id].append(
+            PassageReading(
+                int(place),
+                best["text"],
+                best["start"],
+                best["end"],
+                best["score"],
+                predictions.no_answer_score.get(pair_id, float("inf")),
+                best["score"] + predictions.null_score_diff[pair_id],  # the passage's null
+                retrieval[question_id][int(place)],
+            )
+        )
+    threshold = loaded.settings.no_answer_threshold
+    for question_id, found_readings in readings.items():
+        chosen = choose_across_passages(found_readings, threshold, use_rule)
+        answers[question_id] = chosen[0][0].text if chosen else ""
+    return answers
+
+
+def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
+    """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
+    from qa_finetune.data.loading import to_dataset
+    from qa_finetune.decoding.spans import postprocess_predictions
+    from qa_finetune.evaluation.evaluate import evaluation_features
+
+    examples = to_dataset(pairs)
+    features = evaluation_features(examples, loaded.tokenizer, loaded.spec)
+    pad = getattr(loaded.tokenizer, "pad_token_id", None)
+    start, end = predict_features(
+        loaded.model, features, loaded.settings.batch_size, pad_token_id=pad
+    )
+    return postprocess_predictions(
+        list(examples["id"]),
+        list(examples["context"]),
+        list(features["example_id"]),
+        start,
+        end,
+        feature_offsets(features, start.shape[1]),
+        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
+        n_best=loaded.settings.n_best,
+        max_answer_length=loaded.settings.max_answer_length,
+        rule=loaded.rule,
+    )
+
+
+def open_scores(
+    loaded: Any,
+    collection: list[dict[str, Any]],
+    questions: list[dict[str, Any]],
+    top_passages: int,
+    allow_no_answer: bool,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Retrieval recall and end-to-end scores of ``questions`` against ``collection``'s
+    contexts; returns the figures and the end-to-end answers."""
+    began = time.perf_counter()
+    index, numbers = collection_of(collection)
+    indexed = time.perf_counter()
+    depth = max(max(RECALL_AT), top_passages)
+    recall, found = retrieval_recall(index, questions, numbers, depth)
+    searched = time.perf_counter()
+    answers = read_passages(loaded, questions, found, top_passages, allow_no_answer)
+    done = time.perf_counter()
+    scores = score(answers, references(questions), allow_no_answer)
+    return {
+        "passages": len(index),
+        "top_passages": top_passages,
+        **recall,
+        "open_exact_match": scores["exact_match"],
+        "open_f1": scores["f1"],
+        "index_seconds": round(indexed - began, 3),
+        "retrieval_ms_per_question": round(1000 * (searched - indexed) / len(questions), 3),
+        "open_seconds": round(done - searched, 3),
+    }, answers
+
+
+def evaluate_open(
+    model_ref: str | None,
+    data: str,
+    report_dir: Any = None,
+    allow_no_answer: bool = False,
+    max_samples: int | None = None,
+    top_passages: int = DEFAULT_TOP_PASSAGES,
+    **loading: Any,
+) -> dict[str, Any]:
+    """Score a model with and without the gold paragraphs on the same questions; writes the
+    ordinary report (gold paragraphs) plus ``open_predictions.json`` and the open figures in
+    ``metrics.json``. ``loading``: ``load_for_answering``'s options."""
+    from pathlib import Path
+
+    from qa_finetune.evaluation import evaluate as plain
+    from qa_finetune.evaluation.results import finish, write_predictions
+    from qa_finetune.files import write_json
+    from qa_finetune.modeling.for_answering import load_for_answering
+    from qa_finetune.runs.lookup import latest_run, run_dir_of
+
+    if report_dir is not None:
+        plain.check_report_dir(Path(report_dir), [Path(data)])
+    reference = model_ref or str(latest_run(plain.RUNS_ROOT))
+    everything = plain.load_examples(data, None, "validation", allow_no_answer)
+    questions = spread_sample(everything.records, max_samples)
+    loaded = load_for_answering(reference, tune_batch=True, **loading)
+    began = time.perf_counter()
+    result, windows = plain._predict_and_score(loaded, questions, allow_no_answer)
+    gold_seconds = time.perf_counter() - began
+    predictions = result.pop("predictions")
+    figures, open_answers = open_scores(
+        loaded, everything.records, questions, top_passages, allow_no_answer
+    )
+    report_dir = Path(report_dir or plain._default_report_dir(run_dir_of(loaded.model_dir)))
+    plain.check_report_dir(report_dir, [Path(data)])
+    write_predictions(report_dir, predictions, allow_no_answer)
+    write_json(report_dir / "open_predictions.json", open_answers)
+    gold_f1 = result["f1"]
+    metrics = {
+        **result,
+        **figures,
+        "open_f1_of_gold": round(100.0 * figures["open_f1"] / gold_f1, 2) if gold_f1 else None,
+        "data": everything.source,
+        "questions": len(questions),
+        "model": reference,
+        "version_2": allow_no_answer,
+        "features": windows,
+        **plain._answering_settings(loaded, loading.get("quantized", False)),
+        "seconds": round(gold_seconds, 3),
+    }
+    examples = plain.EvalExamples(questions, everything.source, everything.report)
+    return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
+
+
+def open_table(metrics: dict[str, Any]) -> str:
+    """The open evaluation beside the gold-paragraph one, as a small table."""
+    rows = [
+        (
+            "retrieval recall@1 / @5 / @20",
+            " / ".join(f"{metrics[f'recall@{k}']:.2f}" for k in RECALL_AT),
+        ),
+        ("gold paragraph: EM / F1", f"{metrics['exact_match']:.2f} / {metrics['f1']:.2f}"),
+        (
+            f"open, top {metrics['top_passages']} of {metrics['passages']} passages: EM / F1",
+            f"{metrics['open_exact_match']:.2f} / {metrics['open_f1']:.2f}",
+        ),
+        ("open F1 as % of gold F1", f"{metrics['open_f1_of_gold']}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
