@@ -12,7 +12,6 @@ import typer
 
 from qa_finetune.cli.ask_batch import answer_batch, read_batch
 from qa_finetune.cli.ask_index import (
-    DEFAULT_TOP_PASSAGES,
     IndexAsk,
     IndexOption,
     TopPassagesOption,
@@ -34,6 +33,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
 )
 from qa_finetune.cli.terminal import visible
+from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
 QuestionArgument = Annotated[str | None, typer.Argument(help="The question.")]

@@ -18,14 +18,12 @@ import typer
 
 from qa_finetune.cli.ask_batch import answer_batch, read_batch
 from qa_finetune.cli.terminal import visible
+from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
 if TYPE_CHECKING:
     from qa_finetune.inference.answerer import QuestionAnswerer
 
-# inference.open_answers.DEFAULT_TOP_PASSAGES, written out: importing that module here would
-# slow every `qa-finetune --help` (a test checks the two agree).
-DEFAULT_TOP_PASSAGES = 5
 # About this many characters of the passage are shown around an answer.
 EXCERPT_CHARS = 200
 

@@ -18,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.across_passages import PassageReading, choose_across_passages
+from qa_finetune.decoding.across_passages import (
+    DEFAULT_TOP_PASSAGES,
+    PassageReading,
+    choose_across_passages,
+)
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.retrieval.retriever import Hit, Retriever
 
-# Passages read per question unless asked otherwise: see BENCHMARKS for recall and cost by K.
-DEFAULT_TOP_PASSAGES = 5
 NO_ANSWER_MESSAGE = "no answer in these documents"
 
 
@@ -82,12 +84,19 @@ def answers_from_logits(
     first = 0
     for found in hits:
         readings = []
-        for place, _ in enumerate(found):
+        for place, hit in enumerate(found):
             key = str(first + place)
+            candidates = predictions.nbest[key][:top_k]
+            if not candidates or key not in predictions.null_score_diff:
+                continue  # no valid span in this passage
             no_answer = predictions.no_answer_score.get(key, float("inf"))
+            # The passage's null score: its best span's score plus the gap between them.
+            null = candidates[0]["score"] + predictions.null_score_diff[key]
             readings.extend(
-                PassageReading(place, c["text"], c["start"], c["end"], c["score"], no_answer)
-                for c in predictions.nbest[key][:top_k]
+                PassageReading(
+                    place, c["text"], c["start"], c["end"], c["score"], no_answer, null, hit.score
+                )
+                for c in candidates
             )
         chosen = choose_across_passages(readings, threshold, use_rule)[:top_k]
         answers.append([_answer(found[r.passage], r, p) for r, p in chosen])

@@ -75,7 +75,7 @@ class Answer(BaseModel):
     retrieval_rank: int | None = Field(None, description="The passage's rank in the search.")
     retrieval_score: float | None = Field(None, description="Its BM25 score for the question.")
     reader_score: float | None = Field(
-        None, description="The answer's span score (start + end logit), compared across passages."
+        None, description="The answer's span score in its passage (start + end logit)."
     )
 
 
