@@ -100,7 +100,7 @@ def evaluate(
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     check_threshold(no_answer_threshold)
-    _check_data(data, dataset, question_negatives, allow_no_answer)
+    _check_data(data, dataset, question_negatives, allow_no_answer, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
@@ -142,12 +142,6 @@ def _evaluate_open(
     loading: dict,
 ) -> None:
     """``--open``: the file's questions searched among all its contexts, then read."""
-    if where["data"] is None or question_negatives:
-        flag = "--question-negatives" if question_negatives else "--dataset"
-        raise QAFinetuneError(
-            f"--open searches the contexts of a local --data file, so {flag} does not apply: "
-            f"pass --data FILE without {flag}"
-        )
     from qa_finetune.evaluation.open_evaluation import evaluate_open, open_table
 
     metrics = evaluate_open(
@@ -163,10 +157,20 @@ def _evaluate_open(
 
 
 def _check_data(
-    data: str | None, dataset: str | None, question_negatives: float, allow_no_answer: bool
+    data: str | None,
+    dataset: str | None,
+    question_negatives: float,
+    allow_no_answer: bool,
+    open_book: bool = False,
 ) -> None:
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if open_book and (data is None or question_negatives):
+        flag = "--question-negatives" if question_negatives else "--dataset"
+        raise QAFinetuneError(
+            f"--open searches the contexts of a local --data file, so {flag} does not apply: "
+            f"pass --data FILE without {flag}"
+        )
     if question_negatives and not allow_no_answer:
         raise QAFinetuneError(
             "--question-negatives adds questions without an answer: pass --allow-no-answer too"
