@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -225,3 +226,73 @@ def test_teacher_logits_are_cached_and_computed_again_when_teacher_or_features_c
     again = logits(features=fewer)
     assert calls[-1] == tiny_model_dir and len(calls) == 3 and not again.reused
     assert again.folder.parent.parent == fewer.cache_dir
+
+
+def test_a_mixed_precision_distillation_step_scales_its_float32_loss(tiny_model_dir: Path) -> None:
+    import tf_keras
+
+    from qa_finetune.config import Config
+    from qa_finetune.modeling.loading import configure_precision
+    from qa_finetune.training.methods.distill import distill_step
+    from qa_finetune.training.schedule import Schedule
+    from qa_finetune.training.trainer import Trainer
+
+    configure_precision("on")
+    try:
+        trainer = Trainer(Config())
+        trainer.prepared = SimpleNamespace(model_dir=tiny_model_dir)  # type: ignore[assignment]
+        trainer.schedule = Schedule(4, 4, 0)
+        model = trainer.build_model()
+        assert isinstance(model.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+        model.train_step = distill_step(model, 0.5, 2.0)
+        model.run_eagerly = True  # one step runs faster eagerly than traced
+        teacher = _logits()
+        batch = {
+            "input_ids": np.array([[101, 2054, 102, 2009, 2001, 102]] * 2),
+            "attention_mask": MASK,
+            "start_positions": LABELS[0],
+            "end_positions": LABELS[1],
+            "teacher_start_logits": teacher[0].astype(np.float16),
+            "teacher_end_logits": teacher[1].astype(np.float16),
+            "window_index": np.array([0, 1]),
+        }
+        loss = model.train_on_batch(batch, return_dict=True)["loss"]
+        assert np.isfinite(loss) and int(model.optimizer.iterations.numpy()) == 1
+    finally:
+        tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def test_every_batch_carries_its_own_windows_teacher_logits_replay_included(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from sample_files import sample_data_path
+
+    from qa_finetune.config import Config
+    from qa_finetune.modeling.loading import load_qa_model
+    from qa_finetune.training.trainer import Trainer
+
+    teacher = str(tiny_model_dir)
+    values = tiny_run_config(tiny_model_dir, tmp_path, method="distill", teacher=teacher).to_dict()
+    values["data"].update(replay_file=str(sample_data_path("validation")), replay_fraction=0.3)
+    trainer = Trainer(Config.from_dict(values))
+    trainer.check()
+    trainer.prepare_data()
+    model = load_qa_model(tiny_model_dir)
+    seen = []
+    for batch in trainer.epoch_dataset(1, 0, None).as_numpy_iterator():
+        seen += batch["window_index"].tolist()
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        output = model(inputs, training=False)
+        real = batch["attention_mask"].astype(bool)
+        for ours, theirs in (
+            ("teacher_start_logits", output.start_logits),
+            ("teacher_end_logits", output.end_logits),
+        ):
+            assert batch[ours].dtype == np.float16 and batch[ours].shape == real.shape
+            np.testing.assert_allclose(
+                batch[ours][real], theirs.numpy()[real], atol=3e-3, rtol=3e-3
+            )
+            assert (batch[ours][~real] < -1e3).all()
+    # The epoch's windows are shuffled and hold replay windows (counted after the run's own).
+    assert seen != sorted(seen) and max(seen) >= len(trainer.prepared.train)
+    assert not (tmp_path / "tiny").exists()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
+from tf_keras.utils import unpack_x_y_sample_weight
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
@@ -72,7 +73,7 @@ def distill_step(model: Any, alpha: float, temperature: float) -> TrainStep:
     """The train step of ``model`` (compiled) on batches carrying the teacher's logits."""
 
     def step(batch: Any) -> dict[str, Any]:
-        inputs = dict(batch)
+        inputs = dict(unpack_x_y_sample_weight(batch)[0])  # fit's dict, or (dict,)
         labels = (inputs.pop("start_positions"), inputs.pop("end_positions"))
         teacher = (inputs.pop(TEACHER_START), inputs.pop(TEACHER_END))
         inputs.pop(WINDOW_INDEX)
