@@ -91,3 +91,23 @@ def test_a_plan_is_decided_once_and_frozen(tiny_model_dir: Path, tmp_path: Path)
     with pytest.raises(QAFinetuneError, match="choose one"):
         plan_run(config, run_dir, resume=True, overwrite=True)
     assert not run_dir.exists()
+
+
+def test_crossval_folds_keep_the_method_and_find_a_teacher_named_under_the_root(
+    tmp_path: Path,
+) -> None:
+    from qa_finetune.crossval.fold_files import FoldFiles
+    from qa_finetune.crossval.runner import fold_config
+
+    (tmp_path / "outputs" / "big").mkdir(parents=True)
+    values = {"method": "distill", "teacher": "big", "output_dir": str(tmp_path / "outputs")}
+    config = Config.from_dict({"train": {**values, "student_layers": 2}})
+    files = FoldFiles(tmp_path / "train.json", tmp_path / "test.json", None)
+    fold = fold_config(config, tmp_path / "outputs" / "cv", 0, files)
+    assert (fold.train.method, fold.train.student_layers) == ("distill", 2)
+    assert fold.train.teacher == str((tmp_path / "outputs" / "big").resolve())
+    assert fold.train.output_dir == str(tmp_path / "outputs" / "cv")
+    # A teacher given as a path stays as it is.
+    given = dataclasses.replace(config.train, teacher=str(tmp_path / "outputs" / "big"))
+    config = dataclasses.replace(config, train=given)
+    assert fold_config(config, tmp_path / "cv", 0, files).train.teacher == given.teacher
