@@ -184,8 +184,31 @@ def _bare_encoder(tiny_model_dir: Path, tmp_path: Path) -> str:
             ["train.method=distill", "train.teacher={model}", "train.student_layers=[0, 2]"],
             "names layer 2 (counted from 0), but the teacher has 2 encoder layers",
         ),
+        (
+            ["train.method=distill", "train.teacher={tokenizer}", "train.student_layers=1"],
+            "(another model) is not used: drop --model",
+        ),
+        (
+            [
+                "train.method=distill",
+                "train.teacher={model}",
+                "train.student_layers=1",
+                "model.init_from=elsewhere",
+            ],
+            "model.init_from from another run's weights: choose one",
+        ),
     ],
-    ids=["method", "no-teacher", "unknown", "tokenizer", "windows", "encoder", "layers"],
+    ids=[
+        "method",
+        "no-teacher",
+        "unknown",
+        "tokenizer",
+        "windows",
+        "encoder",
+        "layers",
+        "layers-and-model",
+        "layers-and-init-from",
+    ],
 )
 def test_each_bad_distillation_is_one_line_and_writes_nothing(
     settings: list[str],

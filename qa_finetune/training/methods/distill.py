@@ -121,9 +121,9 @@ class Distill(TrainingMethod):
         asked = (requested.get("model") or {}).get("name_or_path")
         if asked and not self._teachers_model(asked, config.model.revision):
             raise QAFinetuneError(
-                f"train.student_layers builds the student from teacher {self.teacher.reference}"
-                f"'s layers, so --model {asked} (another model) is not used: drop --model, or "
-                "drop train.student_layers to distill into that model"
+                f"train.student_layers builds the student from the layers of teacher "
+                f"{self.teacher.reference}, so --model {asked} (another model) is not used: "
+                "drop --model, or drop train.student_layers to distill into that model"
             )
         model = dataclasses.replace(
             config.model, name_or_path=str(self.teacher.model_dir), revision=None
@@ -181,8 +181,10 @@ class Distill(TrainingMethod):
 
         def add(batch: dict[str, Any]) -> dict[str, Any]:
             width = tf.shape(batch["input_ids"])[1]
+            index = batch[WINDOW_INDEX]
+            # A pure lookup (stateful=False): tf.data may run it under op determinism.
             found = tf.numpy_function(
-                logits.padded, [batch[WINDOW_INDEX], width], [tf.float16, tf.float16], False
+                logits.padded, [index, width], [tf.float16, tf.float16], stateful=False
             )
             for tensor in found:
                 tensor.set_shape([None, None])
