@@ -144,10 +144,9 @@ class Trainer(Bookkeeping):
         assert self.plan is not None, "check() plans the run first"
         given = self.given_prepared
         prepared = given if given is not None else prepare(self.config, checked=self.plan.checked)
-        self.prepared = self.method.prepare(self.config, prepared)
-        if len(self.prepared.train) == 0:
+        if len(prepared.train) == 0:
             raise QAFinetuneError("no training windows were built: check the training data")
-        prepared = self.prepared
+        self.prepared = prepared = self.method.prepare(self.config, prepared)
         self.epoch_windows = EpochWindows.of(
             self.config, prepared.train, prepared.replay, prepared.tokenizer
         )
