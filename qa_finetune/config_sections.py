@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from qa_finetune.config_methods import method_checks
 from qa_finetune.config_sources import monitor_checks, negatives_checks, replay_checks
 from qa_finetune.config_values import (
     Checks,
@@ -199,10 +200,34 @@ class TrainConfig:
     tensorboard: bool = True
     # Extra validation sets (comma-separated files) scored at each validation.
     monitor_files: str | None = None
+    # How the run learns (training/methods/): standard, from the answer labels alone; distill,
+    # also from a teacher's start/end logits on the same windows.
+    method: str = "standard"
+    # distill: a trained run (its directory, or its name under output_dir) or a model folder,
+    # with this run's tokenizer and windows.
+    teacher: str | None = None
+    # distill: loss = (1 - alpha) * span loss + alpha * T^2 * KL(teacher || student), the
+    # softmaxes taken of logits / T (T = distill_temperature). A T above 1 softens both
+    # distributions so the teacher's ranking of the wrong positions shows; T^2 keeps that
+    # term's gradients on the span loss's scale whatever T is.
+    distill_alpha: float = 0.5
+    distill_temperature: float = 2.0
+    # distill: the student is the teacher's architecture with only these encoder layers
+    # (indexes from 0, in order; a number N: the first N), started from the teacher's weights.
+    student_layers: int | list[int] | None = None
 
     def __post_init__(self) -> None:
         check_all(self._checks())
         check_all(monitor_checks(self.monitor_files))
+        check_all(
+            method_checks(
+                self.method,
+                self.teacher,
+                self.distill_alpha,
+                self.distill_temperature,
+                self.student_layers,
+            )
+        )
 
     def _checks(self) -> Checks:
         yield self.epochs > 0, "train.epochs", f"must be > 0, got {self.epochs}"

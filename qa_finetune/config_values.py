@@ -130,16 +130,14 @@ def coerce_value(value: Any, annotation: Any, key: str) -> Any:
                 continue
         names = " or ".join("null" if o is type(None) else o.__name__ for o in options)
         raise _Mistyped(f"config key '{key}': expected {names}, got {value!r}")
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            # NumPy and TensorFlow hold counts and seeds in 64 bits at most.
-            # Beyond some 3,000 digits a number cannot even be shown (Python's int to text).
-            shown = value if value.bit_length() < 10_000 else f"a {value.bit_length()}-bit number"
-            check(abs(value) < 2**63, key, f"must fit in 64 bits, got {shown}")
-            return value
+    if annotation is bool and isinstance(value, bool):
+        return value
+    elif annotation is int and isinstance(value, int) and not isinstance(value, bool):
+        # NumPy and TensorFlow hold counts and seeds in 64 bits at most.
+        # Beyond some 3,000 digits a number cannot even be shown (Python's int to text).
+        shown = value if value.bit_length() < 10_000 else f"a {value.bit_length()}-bit number"
+        check(abs(value) < 2**63, key, f"must fit in 64 bits, got {shown}")
+        return value
     elif annotation is float:
         if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
             # YAML 1.1 reads 1e-4 (no dot) as a string; it is the float people mean.
@@ -151,6 +149,8 @@ def coerce_value(value: Any, annotation: Any, key: str) -> Any:
             return number
     elif annotation is str and isinstance(value, str):
         return value
+    elif origin is list and isinstance(value, list):  # one type per item (train.student_layers)
+        return [coerce_value(item, typing.get_args(annotation)[0], key) for item in value]
     raise _Mistyped(f"config key '{key}': expected {annotation.__name__}, got {value!r}")
 
 

@@ -23,6 +23,7 @@ LAYERS = {
     "config": 0,
     "config_sections": 0,
     "config_sources": 0,
+    "config_methods": 0,
     "config_parent": 0,
     "config_values": 0,
     "files": 0,

@@ -272,4 +272,5 @@ def test_by_default_a_run_that_kept_its_last_weights_starts_its_child_from_them(
     assert config.model.init_checkpoint == "model"
     trainer = Trainer(config, requested=asked)
     trainer.check()
-    assert trainer.parent.model_dir == parent / "model" and trainer.parent.checkpoint is None
+    assert trainer.plan.parent.model_dir == parent / "model"
+    assert trainer.plan.parent.checkpoint is None

@@ -134,7 +134,13 @@ def crossval(
 
 def fold_config(config: Config, root: Path, fold: int, files: FoldFiles) -> Config:
     """``config`` training on the fold's train part, validating on its selection part (or,
-    for a run that chooses nothing, its test part), as the run ``<root>/fold-<fold>``."""
+    for a run that chooses nothing, its test part), as the run ``<root>/fold-<fold>``, with
+    the config's training method (a distilled fold learns from the same teacher)."""
+    train: dict[str, Any] = {"output_dir": str(root), "run_name": f"fold-{fold}"}
+    teacher = config.train.teacher
+    if teacher and not Path(teacher).expanduser().exists():
+        # A teacher named as a run under the output root: the folds' root is the crossval's.
+        train["teacher"] = str((Path(config.train.output_dir) / teacher).resolve())
     return apply_overrides(
         config,
         {
@@ -143,7 +149,7 @@ def fold_config(config: Config, root: Path, fold: int, files: FoldFiles) -> Conf
                 "validation_file": str(files.validation),
                 "dataset": None,
             },
-            "train": {"output_dir": str(root), "run_name": f"fold-{fold}"},
+            "train": train,
         },
     )
 

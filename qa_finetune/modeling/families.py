@@ -58,13 +58,16 @@ class Family:
         "num_attention_heads",
         "intermediate_size",
     )
+    # Whether a student may keep some of its encoder layers (``modeling/students``): its TF
+    # weights name each layer ``.../layer_._N/...``. ALBERT shares one layer's weights.
+    layer_subsets: bool = True
 
 
 FAMILIES = (
     Family("BERT", ("bert",)),
     Family("RoBERTa", ("roberta", "xlm-roberta")),
     Family("DistilBERT", ("distilbert",), ("n_layers", "dim", "n_heads", "hidden_dim")),
-    Family("ALBERT", ("albert",)),
+    Family("ALBERT", ("albert",), layer_subsets=False),
     Family("ELECTRA", ("electra",)),
     Family("XLNet", ("xlnet",), ("n_layer", "d_model", "n_head", "d_inner")),
 )
@@ -79,3 +82,8 @@ def suggested(families: tuple[Family, ...] = FAMILIES) -> str:
     """``BERT, RoBERTa, ... or XLNet``: the families a message suggests."""
     names = [family.name for family in families]
     return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def family_of(model_type: str | None) -> Family | None:
+    """The family whose config ``model_type`` is ``model_type``; None for another one."""
+    return next((family for family in FAMILIES if model_type in family.model_types), None)

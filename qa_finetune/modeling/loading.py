@@ -76,7 +76,7 @@ def _from_pytorch_safetensors(model_dir: Path, config: Any) -> Any:
     return model
 
 
-def _float32_head(model: Any) -> Any:
+def float32_head(model: Any) -> Any:
     """Under mixed precision, let the QA head compute in float32.
 
     transformers builds its ``qa_outputs`` layer with the global policy, so under
@@ -147,7 +147,7 @@ def load_qa_model(model_dir: Path) -> Any:
     memory. The QA head is freshly initialised when the checkpoint has none, and computes in
     float32 under mixed precision.
     """
-    return _float32_head(_load_qa_model(model_dir))
+    return float32_head(_load_qa_model(model_dir))
 
 
 def _load_qa_model(model_dir: Path) -> Any:

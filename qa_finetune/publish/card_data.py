@@ -181,6 +181,30 @@ def lineage(config: dict[str, dict[str, Any]]) -> list[str]:
     return ["", f"Fine-tuned from the run `{parent['run']}`{detail}, with `--init-from`."]
 
 
+def distillation(config: dict[str, dict[str, Any]], training: dict[str, Any]) -> list[str]:
+    """The "Distilled from" line of a run trained with ``train.method: distill``: its
+    teacher, the loss's settings and the teacher's layers it kept; nothing for other runs."""
+    train = config.get("train") or {}
+    if not isinstance(train, dict) or train.get("method") != "distill":
+        return []
+    record = training.get("teacher")
+    teacher = record if isinstance(record, dict) else {}
+    name = teacher.get("run") or teacher.get("reference") or train.get("teacher")
+    facts = [
+        f"alpha {train.get('distill_alpha')}",
+        f"temperature {train.get('distill_temperature')}",
+    ]
+    layers = training.get("student_layers", train.get("student_layers"))
+    if layers is not None:
+        facts.append(f"the teacher's encoder layers {layers}")
+    if teacher.get("sha256"):
+        facts.append(f"teacher weights sha256 `{str(teacher['sha256'])[:12]}`")
+    return [
+        "",
+        f"Distilled from the teacher `{name}` (training method `distill`; {'; '.join(facts)}).",
+    ]
+
+
 def recipe_table(config: dict[str, dict[str, Any]]) -> list[str]:
     """Markdown table of every ``section.key`` of the resolved config (the parent record only
     for a run that has one)."""

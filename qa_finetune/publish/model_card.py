@@ -19,6 +19,7 @@ from qa_finetune.hub_ids import is_hub_id
 from qa_finetune.publish.card_data import (
     Measurement,
     data_label,
+    distillation,
     find_measurements,
     front_matter,
     lineage,
@@ -236,6 +237,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     body = [f"# {repo_id.rpartition('/')[2]}", ""]
     body += _summary(repo_id, config, training, headline, base)
     body += lineage(config)
+    body += distillation(config, training or {})
     body += _architecture(run_dir)
     body += ["", "## Training recipe", ""]
     if config:

@@ -1,5 +1,5 @@
-"""What a run records as it trains: the restored state, a validation row per evaluation, a
-checkpoint per save, the final validation and the results.
+"""What a run records as it trains: its claimed run directory, the restored state, a validation
+row per evaluation, a checkpoint per save, the final validation and the results.
 
 ``Bookkeeping`` is ``Trainer``'s base: the callbacks call its ``validate`` and ``save``, which
 a trainer may override like its other phases.
@@ -8,6 +8,7 @@ a trainer may override like its other phases.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,10 @@ from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.training import checkpoints, results
 from qa_finetune.training.callbacks import NanGuard, StepHooks
-from qa_finetune.training.cluster import Cluster
+from qa_finetune.training.cluster import Cluster, worker_claim
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.progress import RunProgress
+from qa_finetune.training.run_plan import RunPlan
 from qa_finetune.training.schedule import Schedule, TrainingClock
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ class Bookkeeping:
     """The run's records; the attributes below are set by ``Trainer``'s phases."""
 
     config: Config
+    plan: RunPlan | None
+    run_dir: Path
     cluster: Cluster
     progress: RunProgress
     prepared: PreparedData
@@ -46,6 +50,25 @@ class Bookkeeping:
     hooks: StepHooks
     nan_guard: NanGuard
     clock: TrainingClock
+
+    def claim_run_dir(self) -> None:
+        """The chief claims the run directory; another worker, a scratch folder."""
+        assert self.plan is not None, "check() plans the run first"
+        resume, overwrite = self.plan.resume, self.plan.start == "overwrite"
+        if self.cluster.chief:
+            claim = rundir.claim_run_directory
+            self.claim = claim(self.run_dir, resume=resume, overwrite=overwrite)
+        else:
+            self.claim = worker_claim(resume)
+        self.write_dir = self.claim.run_dir
+
+    def release(self) -> None:
+        """Keep or undo the claim (a run that saved nothing is removed, a replaced one put
+        back); a worker's scratch folder goes."""
+        if self.cluster.chief:
+            self.claim.release()
+        else:
+            shutil.rmtree(self.claim.run_dir, ignore_errors=True)
 
     def open_run(self) -> None:
         """Record the config, drop half-written checkpoints, restore the last one (a resume);
@@ -154,6 +177,7 @@ class Bookkeeping:
             self.step(),
             self.model,
             self.prepared.tokenizer,
+            self.plan.method.record() if self.plan is not None else None,
         )
 
     def step(self) -> int:

@@ -2,7 +2,7 @@
 window settings as the defaults, its lineage recorded, its trained weights loaded with their
 QA head and its tokenizer.
 
-``Trainer.model_check`` and ``Trainer.load_model`` call this module when ``model.init_from``
+``run_plan.plan_run`` and ``Trainer.load_model`` call this module when ``model.init_from``
 is set; ``--resume`` of such a run finds the same parent again (the checkpoint then replaces
 the weights).
 """

@@ -64,6 +64,7 @@ class PreparedData:
     tokenizer: Any  # the fast tokenizer the features were built with
     data_files: dict[str, list[list[str]]] = field(default_factory=dict)  # data_file_digests
     replay: Any = None  # datasets.Dataset of the replay files' training windows
+    replay_fingerprint: str | None = None  # the replay windows' cache fingerprint
     # Each monitor file by name: (evaluation windows, validated examples).
     monitors: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -231,7 +232,7 @@ def _prepare_extras(
     replay = replay_config(config)
     if replay is not None:
         features = prepare(replay, force, checked)
-        prepared.replay = features.train
+        prepared.replay, prepared.replay_fingerprint = features.train, features.fingerprint
         log.info("replay: %d training windows (%s)", len(features.train), features.cache_dir)
     for name, monitor in monitor_configs(config).items():
         features = prepare(monitor, force, checked)

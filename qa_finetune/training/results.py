@@ -151,9 +151,10 @@ def finish(
     final_step: int,
     model: Any,
     tokenizer: Any,
+    method_record: dict[str, Any] | None = None,
 ) -> None:
     """Write metrics, curves and the model (when no validation chose one, or the last
-    weights are the ones to keep)."""
+    weights are the ones to keep); ``method_record``: what the training method records."""
     keep_last = config.train.keep_model == "last"
     if keep_last or not RunPaths(run_dir).model.exists():
         save_model_atomic(model, tokenizer, RunPaths(run_dir).model)
@@ -187,11 +188,12 @@ def finish(
         metrics["no_answer_rule"] = saved.rule.kind
         metrics["no_answer_threshold"] = saved.threshold
         metrics["no_answer_threshold_f1"] = choice["compared"][saved.rule.kind]["f1"]
+    metrics.update(method_record or {})  # e.g. a distilled run's method, teacher and layers
     parent = config.parent.recorded()
     if parent is not None:
         metrics["parent"] = parent  # the run this one started from (model.init_from)
     write_json(RunPaths(run_dir).metrics, metrics)
     write_json(RunPaths(run_dir).prepare_report, prepared.report)
     rundir.plot_curves(state.history, RunPaths(run_dir).curves)
-    rows = [(k, v) for k, v in metrics.items() if v is not None and k != "parent"]
+    rows = [(k, v) for k, v in metrics.items() if v is not None and not isinstance(v, dict)]
     log.info("\n%s", format_table(rows, title=f"Finished: {run_dir}"))

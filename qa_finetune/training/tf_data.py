@@ -45,6 +45,7 @@ def make_dataset(
     fixed_length: int | None = None,
     shard: tuple[int, int] | None = None,
     order: np.ndarray | None = None,
+    extra_columns: tuple[str, ...] = (),
 ) -> tf.data.Dataset:
     """A ``to_tf_dataset`` pipeline; ``seed=None`` keeps the stored order (evaluation).
 
@@ -53,6 +54,8 @@ def make_dataset(
     batch of ``batch_size`` (see ``training.sharding``), batched per worker, with tf.data's
     auto-sharding off since the data is already sharded. ``order``: the epoch's order as
     indices into ``features`` (``training.epoch_windows``), in place of the seeded one.
+    ``extra_columns``: feature columns batched beside the inputs and labels (a training
+    method's, such as the window index its teacher logits are looked up by).
     """
     import copy
 
@@ -77,7 +80,7 @@ def make_dataset(
         pad_to_multiple_of=None if fixed_length else pad_to_multiple_of,
         return_tensors="np",
     )
-    columns = input_columns(features) + (LABEL_COLUMNS if labels else [])
+    columns = input_columns(features) + (LABEL_COLUMNS if labels else []) + list(extra_columns)
     dataset = features.to_tf_dataset(
         batch_size=batch_size,
         columns=columns,

@@ -1,9 +1,12 @@
 """``Trainer``: one fine-tuning run, from the checks to a self-describing run directory.
 
-``Trainer.train`` reads top to bottom as the run's phases, and each phase is a method a
-subclass can override: ``load_model`` (the weights to start from), ``compile_model`` (the loss
-and train step), ``epoch_dataset`` (the batches of one epoch), ``validate`` and ``save`` (what
-the callbacks call at each evaluation and checkpoint). ``train`` is the entry point.
+``Trainer.train`` reads top to bottom as the run's phases. ``check`` decides once how the run
+starts (``training/run_plan``: fresh, resume, overwrite, init_from) and how it learns (the
+``train.method`` of ``training/methods``, whose hooks the phases call). Each phase is also a
+method a subclass can override: ``load_model`` (the weights to start from), ``compile_model``
+(the loss and train step), ``epoch_dataset`` (the batches of one epoch), ``validate`` and
+``save`` (what the callbacks call at each evaluation and checkpoint). ``train`` is the entry
+point.
 """
 
 from __future__ import annotations
@@ -11,8 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +26,19 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.loading import configure_precision, has_gpu, load_qa_model, make_strategy
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.lock import run_lock
-from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.runs.paths import RunPaths
-from qa_finetune.training import checkpoints, init_from
+from qa_finetune.training import init_from
 from qa_finetune.training.bookkeeping import Bookkeeping
 from qa_finetune.training.callbacks import NanGuard, ProgressLog, StepHooks
-from qa_finetune.training.cluster import Cluster, cluster_of, worker_claim
+from qa_finetune.training.cluster import Cluster, cluster_of
 from qa_finetune.training.epoch_windows import EpochWindows
 from qa_finetune.training.failures import disk_full_named, is_disk_full
-from qa_finetune.training.prepare import CheckedModel, check_model, prepare
+from qa_finetune.training.methods.base import TrainingMethod
+from qa_finetune.training.methods.standard import Standard
+from qa_finetune.training.prepare import PreparedData, prepare
 from qa_finetune.training.progress import RunProgress
-from qa_finetune.training.run_checks import (
-    check_memory,
-    check_resume_request,
-    check_run_dir,
-    check_threshold_tuning,
-)
+from qa_finetune.training.run_checks import check_memory
+from qa_finetune.training.run_plan import RunPlan, plan_run
 from qa_finetune.training.schedule import Schedule, TrainingClock, build_optimizer
 from qa_finetune.training.sharding import check_tf_config
 from qa_finetune.training.tf_data import make_dataset, pad_multiple
@@ -53,7 +52,8 @@ class Trainer(Bookkeeping):
     ``requested`` holds the values the user gave explicitly; with ``resume`` any of them that
     differs from the run's recorded config is an error rather than silently ignored. In a
     multi-worker run the chief writes the run directory; another worker writes a scratch
-    folder (``write_dir``) and resumes from the chief's checkpoint.
+    folder (``write_dir``) and resumes from the chief's checkpoint. ``callbacks`` join the
+    run's own; ``model`` (built under the strategy's scope) and ``prepared`` replace theirs.
     """
 
     def __init__(
@@ -63,17 +63,32 @@ class Trainer(Bookkeeping):
         resume: bool = False,
         overwrite: bool = False,
         requested: Mapping[str, Any] | None = None,
+        callbacks: Sequence[Any] = (),
+        model: Any = None,
+        prepared: PreparedData | None = None,
     ) -> None:
-        self.config = config
-        self.resume = resume
-        self.overwrite = overwrite
+        # The request as given; ``check`` turns it into the plan the phases read.
+        self.given = config
+        self.resume, self.overwrite = resume, overwrite
         self.requested = requested or {}
+        self.given_callbacks = list(callbacks)
+        self.given_model = model
+        self.given_prepared = prepared
+        self.plan: RunPlan | None = None
         self.run_dir = rundir.run_directory(config)
         self.strategy: Any = None
         self.cluster = Cluster()
-        self.checked: CheckedModel | None = None
-        self.parent: init_from.Parent | None = None
         self.progress = RunProgress()
+
+    @property  # type: ignore[override]
+    def config(self) -> Config:
+        """The config the run trains with: the plan's (``check``), else the one given."""
+        return self.plan.config if self.plan is not None else self.given
+
+    @property
+    def method(self) -> TrainingMethod:
+        """How the run learns (``train.method``); the standard method before ``check``."""
+        return self.plan.method if self.plan is not None else Standard()
 
     def train(self) -> Path:
         """Run every phase; returns the run directory.
@@ -112,38 +127,26 @@ class Trainer(Bookkeeping):
 
     def check(self) -> None:
         """Refuse, before any work, a model that cannot be trained, a run directory that may not
-        be claimed, a resume that would change the recipe and a batch too big for memory."""
-        checked = None if self.resume else self.model_check()
-        if self.cluster.chief:
-            check_run_dir(self.run_dir, self.resume, self.overwrite)
-        if self.resume:
-            # The run's own resolved config wins, so resuming cannot silently change the recipe.
-            stored = load_run_config(self.run_dir)
-            check_resume_request(self.run_dir, stored, self.requested)
-            self.config = stored
-            checkpoints.check_same_data(self.run_dir, self.config.data)
-            checked = self.model_check()
-        self.checked = checked
-        check_threshold_tuning(self.config)
-        check_memory(self.config, checked.model_dir, self.cluster.workers)
-
-    def model_check(self) -> CheckedModel:
-        """The model and tokenizer training starts from, checked; with ``model.init_from``, the
-        parent run's (``training/init_from``), its windows the defaults of a new run."""
-        if not self.config.model.init_from:
-            init_from.check_no_record(self.config, self.resume)
-            return check_model(self.config)
-        self.parent = init_from.find_parent(self.config, self.run_dir)
-        if not self.resume:
-            self.config = init_from.child_config(self.config, self.parent, self.requested)
-        return init_from.check_parent(self.config, self.parent, self.requested)
+        be claimed, a resume that would change the recipe, a method's missing inputs and a
+        batch too big for memory; the run's plan is decided here, once."""
+        self.plan = plan_run(
+            self.given,
+            self.run_dir,
+            resume=self.resume,
+            overwrite=self.overwrite,
+            requested=self.requested,
+            chief=self.cluster.chief,
+        )
+        check_memory(self.config, self.plan.checked.model_dir, self.cluster.workers)
 
     def prepare_data(self) -> None:
-        """The features, built or reused from the cache."""
-        self.prepared = prepare(self.config, checked=self.checked)
-        if len(self.prepared.train) == 0:
+        """The features, built or reused from the cache (or given), with the method's data."""
+        assert self.plan is not None, "check() plans the run first"
+        given = self.given_prepared
+        prepared = given if given is not None else prepare(self.config, checked=self.plan.checked)
+        if len(prepared.train) == 0:
             raise QAFinetuneError("no training windows were built: check the training data")
-        prepared = self.prepared
+        self.prepared = prepared = self.method.prepare(self.config, prepared)
         self.epoch_windows = EpochWindows.of(
             self.config, prepared.train, prepared.replay, prepared.tokenizer
         )
@@ -176,34 +179,25 @@ class Trainer(Bookkeeping):
         return model
 
     def load_model(self) -> Any:
-        """The TF QA model training starts from: the checked model's weights, or the parent
-        run's trained ones (head included)."""
-        if self.parent is not None:
-            return init_from.load_parent_model(self.parent)
+        """The TF QA model training starts from: the one given, the method's own, the parent
+        run's trained one (head included) or the checked model's weights."""
+        if self.given_model is not None:
+            return self.given_model
+        own = self.method.initial_model()
+        if own is not None:
+            return own
+        if self.plan is not None and self.plan.parent is not None:
+            return init_from.load_parent_model(self.plan.parent)
         return load_qa_model(self.prepared.model_dir)
 
     def compile_model(self, model: Any, optimizer: Any) -> None:
-        """The loss and train-step seam: ``model.fit`` runs ``model.train_step`` per batch."""
+        """The loss and train-step seam: ``model.fit`` runs ``model.train_step`` per batch,
+        the method's own step when it has one."""
         # No loss argument: the transformers model computes the QA loss from the label columns.
         model.compile(optimizer=optimizer, jit_compile=self.config.train.jit_compile)
-
-    def claim_run_dir(self) -> None:
-        """The chief claims the run directory; another worker, a scratch folder."""
-        if self.cluster.chief:
-            self.claim = rundir.claim_run_directory(
-                self.run_dir, resume=self.resume, overwrite=self.overwrite
-            )
-        else:
-            self.claim = worker_claim(self.resume)
-        self.write_dir = self.claim.run_dir
-
-    def release(self) -> None:
-        """Keep or undo the claim (a run that saved nothing is removed, a replaced one put
-        back); a worker's scratch folder goes."""
-        if self.cluster.chief:
-            self.claim.release()
-        else:
-            shutil.rmtree(self.claim.run_dir, ignore_errors=True)
+        step = self.method.train_step(model)
+        if step is not None:
+            model.train_step = step
 
     def fit(self) -> None:
         """Fit epoch by epoch from the restored step until the schedule ends or a callback
@@ -256,7 +250,7 @@ class Trainer(Bookkeeping):
         if train.tensorboard:
             logs = str(RunPaths(self.write_dir).tensorboard)
             callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=logs, update_freq=50))
-        return callbacks
+        return callbacks + self.method.callbacks() + self.given_callbacks
 
     def epoch_input(self, epoch: int, skip: int) -> Any:
         """``epoch_dataset``, or with several workers each worker's own input pipeline."""
@@ -275,7 +269,7 @@ class Trainer(Bookkeeping):
         The epoch's windows: negative sampling and replay (``training.epoch_windows``)."""
         config = self.config
         features, order = self.epoch_windows.epoch(epoch)
-        return make_dataset(
+        dataset = make_dataset(
             features,
             self.prepared.tokenizer,
             config.train.batch_size,
@@ -285,7 +279,9 @@ class Trainer(Bookkeeping):
             pad_to_multiple_of=pad_multiple(config.train.jit_compile),
             shard=shard,
             order=order,
-        ).skip(skip)
+            extra_columns=self.method.columns,
+        )
+        return self.method.batches(dataset).skip(skip)
 
 
 def train(
@@ -293,6 +289,11 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     requested: Mapping[str, Any] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> Path:
-    """Fine-tune per ``config`` (see ``Trainer``); returns the run directory."""
-    return Trainer(config, resume=resume, overwrite=overwrite, requested=requested).train()
+    """Fine-tune per ``config`` with its ``train.method`` (see ``Trainer``); returns the run
+    directory."""
+    trainer = Trainer(
+        config, resume=resume, overwrite=overwrite, requested=requested, callbacks=callbacks
+    )
+    return trainer.train()
