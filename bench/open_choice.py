@@ -1,0 +1,110 @@
+"""How to choose one answer across passages, measured: F1 by the score passages compete on
+and by passages read, from one reading of the top ``--depth`` passages per question.
+
+    .venv/bin/python bench/open_choice.py --model ../shared/models/minilm-31k \\
+        --data outputs/general-heldout.jsonl --questions 600
+
+Each question is searched among all the file's contexts (as `evaluate --open` does) and its
+``--depth`` best passages are read once; every (score, K) cell then re-decides from the same
+readings, so the cells differ only in the choice. Choose on held-out training questions
+(``bench/heldout_split.py`` writes them), never on a test set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._machine import machine_line
+from qa_finetune.decoding.across_passages import PassageReading, choose_across_passages
+from qa_finetune.evaluation import evaluate as plain
+from qa_finetune.evaluation.open_evaluation import (
+    _PAIR,
+    _read,
+    collection_of,
+    retrieval_recall,
+    spread_sample,
+)
+from qa_finetune.modeling.for_answering import load_for_answering
+from qa_finetune.modeling.scoring import references, score
+
+WEIGHTS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0)
+KS = (1, 2, 3, 5, 7, 10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--questions", type=int, default=600)
+    parser.add_argument("--depth", type=int, default=10)
+    args = parser.parse_args()
+    everything = plain.load_examples(args.data, None)
+    questions = spread_sample(everything.records, args.questions)
+    index, numbers = collection_of(everything.records)
+    recall, found = retrieval_recall(index, questions, numbers, max(20, args.depth))
+    loaded = load_for_answering(args.model, tune_batch=True)
+    pairs = [
+        {
+            "id": f"{q['id']}{_PAIR}{place}",
+            "title": "",
+            "context": hit.passage.text,
+            "question": q["question"],
+            "answers": {"text": [], "answer_start": []},
+        }
+        for q, hits in zip(questions, found, strict=True)
+        for place, hit in enumerate(hits[: args.depth])
+    ]
+    predictions = _read(loaded, pairs)
+    bm25 = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
+    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
+    for pair_id, nbest in predictions.nbest.items():
+        question_id, place = pair_id.rsplit(_PAIR, 1)
+        if nbest:
+            best = nbest[0]
+            null = best["score"] + predictions.null_score_diff[pair_id]
+            readings[question_id].append(
+                PassageReading(
+                    int(place),
+                    best["text"],
+                    best["start"],
+                    best["end"],
+                    best["score"],
+                    predictions.no_answer_score[pair_id],
+                    null,
+                    bm25[question_id][int(place)],
+                )
+            )
+    gold = references(questions)
+    print(machine_line())
+    print(f"{args.data}: {len(questions)} questions, {len(index)} passages; {json.dumps(recall)}")
+
+    def f1(k: int, weight: float, margin: bool) -> float:
+        answers = {}
+        for question_id, found_readings in readings.items():
+            kept = [r for r in found_readings if r.passage < k]
+            if not margin:  # the span score alone: no null, no retrieval
+                kept = [
+                    PassageReading(r.passage, r.text, r.start, r.end, r.span_score, 0.0)
+                    for r in kept
+                ]
+            chosen = choose_across_passages(kept, 0.0, False, weight)
+            answers[question_id] = chosen[0][0].text if chosen else ""
+        return score(answers, gold, False)["f1"]
+
+    header = ["K", "span score"] + [f"margin + {w:g} x BM25" for w in WEIGHTS]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for k in KS:
+        if k > args.depth:
+            continue
+        cells = [f"{f1(k, 0.0, False):.2f}"] + [f"{f1(k, w, True):.2f}" for w in WEIGHTS]
+        print(f"| {k} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
