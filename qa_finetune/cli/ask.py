@@ -19,9 +19,11 @@ from qa_finetune.cli.options import (
     OutputDirOption,
     QuantizedOption,
     StrideOption,
+    check_passes,
     check_threshold,
     friendly_errors,
     model_on_backend,
+    share_cores_among,
 )
 from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import QAFinetuneError
@@ -62,6 +64,14 @@ BatchOutputOption = Annotated[
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Let --batch replace an existing --output file.")
 ]
+AskPassesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--passes",
+        help="Forward passes at once, the CPU cores shared out among them (default: with "
+        "--batch, 2 where there are 2 cores or more, else 1; one question: 1).",
+    ),
+]
 SkipErrorsOption = Annotated[
     bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
 ]
@@ -88,12 +98,14 @@ def ask(
     allow_untrained_head: AllowUntrainedOption = False,
     backend: BackendOption = "auto",
     quantized: QuantizedOption = False,
+    passes: AskPassesOption = None,
 ) -> None:
     """Answer a question from a context of any length."""
     show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
+    check_passes(passes)
     text, parsed = "", None
     if batch is not None:
         parsed = _read_batch(batch, skip_errors)
@@ -103,6 +115,7 @@ def ask(
             check_output_file(output, "--output", inputs=[batch], overwrite=overwrite)
     else:
         text = _read_pair(question, context, context_file)
+    _share_cores(batch is not None, passes)
     answerer = _load_answerer(
         model,
         output_dir,
@@ -182,6 +195,14 @@ def _read_pair(question: str | None, context: str | None, context_file: Path | N
     text = read_context(context, context_file)
     check_pair(question, text)
     return text
+
+
+def _share_cores(many: bool, passes: int | None) -> None:
+    """Share the cores among passes before TensorFlow starts, for ``--batch`` or as asked;
+    one question keeps one pass on all the cores: a lone window on one core's share took
+    39% longer (BENCHMARKS.md section 9)."""
+    if many or passes is not None:
+        share_cores_among(passes)
 
 
 def _load_answerer(
