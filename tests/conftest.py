@@ -21,6 +21,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--shared-data", default=str(Path(__file__).parents[2] / "shared" / "data"))
 
 
+@pytest.fixture(autouse=True)
+def cores_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command run in this process (``evaluate``, ``ask --batch``, ``serve``'s app) shares
+    the cores among passes in ``modeling.cpu_threads``: each test gets the share it found."""
+    from qa_finetune.modeling import cpu_threads
+
+    monkeypatch.setattr(cpu_threads, "_threads_per_pass", cpu_threads._threads_per_pass)
+    monkeypatch.setattr(cpu_threads, "_passes", cpu_threads._passes)
+    threads = os.environ.get("TF_NUM_INTRAOP_THREADS")
+    if threads is None:
+        monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", threads)
+
+
 @pytest.fixture(scope="session")
 def shared_data(request: pytest.FixtureRequest) -> Path:
     """The real SQuAD-format data beside the checkout; slow tests skip without it."""

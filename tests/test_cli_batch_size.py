@@ -11,7 +11,7 @@ from sample_files import sample_data_path
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
-from qa_finetune.modeling import batch_profile, profile_cache
+from qa_finetune.modeling import batch_profile, cpu_threads, profile_cache
 from qa_finetune.modeling.batch_policy import CostProfile
 
 runner = CliRunner()
@@ -21,10 +21,14 @@ CONTEXT = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931.
 
 @pytest.fixture
 def gpu_like(tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Measuring on, in a cache holding a flat (GPU-like) profile of the tiny model: 8 wins."""
+    """Measuring on, in a cache holding a flat (GPU-like) profile of the tiny model: 8 wins.
+    It is kept for the threads a pass gets once ``ask --batch`` and ``evaluate`` have shared
+    the cores out among their default passes, as the commands look it up."""
     cache = tmp_path / "xdg"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     monkeypatch.setenv(batch_profile.PROFILE_ENV, "on")
+    shared = max(1, cpu_threads.usable_cores() // cpu_threads.default_passes())
+    monkeypatch.setattr(cpu_threads, "_threads_per_pass", shared)
     lengths = batch_profile.profile_lengths(384)
     key = profile_cache.profile_key(tiny_model_dir, "tf", lengths)
     flat = {b: 0.01 for b in (1, 2, 4, 8)}

@@ -175,6 +175,7 @@ def test_an_interrupted_crossval_continues_without_redoing_finished_folds(
         (["--group-by", "title"], {"max_train_samples": 30}, "too few to hold one out"),
         ([], {"train_file": "missing.json"}, "training file not found"),
         ([], {"train_file": None}, "crossval needs local training data"),
+        (["--passes", "0"], {}, "--passes must be 1 to 64, got 0"),
     ],
 )
 def test_bad_input_is_one_line_and_leaves_nothing(
@@ -228,3 +229,21 @@ def test_a_crossval_stopped_before_any_checkpoint_removes_only_its_own_folder(
     assert outside == {k: v for k, v in before.items() if not k.startswith("outputs/cv/")}
     assert after.get("outputs/cv/mine.txt") == before.get("outputs/cv/mine.txt")
     assert (outputs / "cv").exists() == root_existed
+
+
+@pytest.mark.parametrize(("args", "passes"), [([], 1), (["--passes", "2"], 2)])
+def test_each_fold_is_scored_in_the_passes_asked_for(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, args: list, passes: int
+) -> None:
+    from qa_finetune.crossval import runner as crossval_runner
+
+    scored: list[int] = []
+
+    def run_fold(config: Any, root: Path, fold: int, files: Any, passes: int = 1) -> dict:
+        scored.append(passes)
+        return {"exact_match": 50.0, "f1": 60.0}
+
+    monkeypatch.setattr(crossval_runner, "run_fold", run_fold)
+    result = _crossval(_config(tmp_path, tiny_model_dir), *args)
+    assert result.exit_code == 0, result.output
+    assert scored == [passes, passes]

@@ -19,6 +19,7 @@ def cores(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     machine = types.SimpleNamespace(count=8, told=[])
     monkeypatch.setattr(cpu_threads, "usable_cores", lambda: machine.count)
     monkeypatch.setattr(cpu_threads, "_threads_per_pass", None)
+    monkeypatch.setattr(cpu_threads, "_passes", None)
     monkeypatch.setattr(
         tf.config.threading, "set_intra_op_parallelism_threads", machine.told.append
     )
@@ -39,8 +40,10 @@ def test_each_pass_gets_its_share_of_the_cores_and_tensorflow_is_told(
 ) -> None:
     cores.count = count
     assert cpu_threads.threads_per_pass() == count  # all of them until shared out
+    assert cpu_threads.shared_passes() == 1
     assert cpu_threads.share_cores(passes) == threads
     assert cpu_threads.threads_per_pass() == threads
+    assert cpu_threads.shared_passes() == passes  # what predict_features runs by default
     assert cores.told == [threads]
 
 

@@ -29,8 +29,10 @@ from qa_finetune.cli.options import (
     OutputDirOption,
     QuantizedOption,
     StrideOption,
+    check_passes,
     check_threshold,
     friendly_errors,
+    share_cores_among,
 )
 from qa_finetune.cli.terminal import visible
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
@@ -73,6 +75,15 @@ SkipErrorsOption = Annotated[
     bool, typer.Option("--skip-errors", help="In --batch, report bad lines and go on.")
 ]
 
+AskPassesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--passes",
+        help="Forward passes at once, the CPU cores shared out among them (default: with "
+        "--batch, 2 where there are 2 cores or more, else 1; one question: 1).",
+    ),
+]
+
 
 @friendly_errors
 def ask(
@@ -97,6 +108,7 @@ def ask(
     quantized: QuantizedOption = False,
     index: IndexOption = None,
     top_passages: TopPassagesOption = None,
+    passes: AskPassesOption = None,
 ) -> None:
     """Answer a question from a context of any length, or from indexed documents (--index)."""
     show_library_logs()
@@ -105,6 +117,8 @@ def ask(
         check_index_options(index, top_passages, context, context_file)
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
+    check_passes(passes)
+    _share_cores(batch is not None, passes)
     load = partial(
         load_answerer,
         model,
@@ -170,6 +184,14 @@ def _check_combination(
             f"{given[0]} does not apply to --batch: each line of the batch file holds its own "
             f"context (drop {given[0]})"
         )
+
+
+def _share_cores(many: bool, passes: int | None) -> None:
+    """Share the cores among passes before TensorFlow starts, for ``--batch`` or as asked;
+    one question keeps one pass on all the cores: a lone window on one core's share took
+    39% longer (BENCHMARKS.md section 9)."""
+    if many or passes is not None:
+        share_cores_among(passes)
 
 
 def _read_pair(question: str | None, context: str | None, context_file: Path | None) -> str:

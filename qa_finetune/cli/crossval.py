@@ -15,6 +15,7 @@ from qa_finetune.cli.options import (
     OutputDirOption,
     SetOption,
     TrainFileOption,
+    check_passes,
     friendly_errors,
 )
 
@@ -35,6 +36,15 @@ NameOption = Annotated[
     typer.Option("--run-name", help="Folder of the crossval under the output root."),
 ]
 
+ScoringPassesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--passes",
+        help="Batches each fold's scoring runs at once, on the threads training started "
+        "with (all the cores; default 1).",
+    ),
+]
+
 
 @friendly_errors
 def crossval(
@@ -47,9 +57,12 @@ def crossval(
     run_name: NameOption = None,
     output_dir: OutputDirOption = None,
     set_: SetOption = None,
+    passes: ScoringPassesOption = None,
 ) -> None:
     """Cross-validate the config's recipe on its training data; continues where it stopped."""
     from qa_finetune.config import Config, apply_overrides, requested_values
+
+    check_passes(passes)
 
     flags: dict[str, dict[str, Any]] = {
         "model": {"name_or_path": model},
@@ -62,4 +75,4 @@ def crossval(
 
     plan = plan_crossval(resolved, folds, seed=seed, group_by=group_by)
     import_tensorflow_quietly()
-    run_crossval(plan)
+    run_crossval(plan, passes or 1)

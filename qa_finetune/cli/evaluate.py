@@ -15,12 +15,14 @@ from qa_finetune.cli.options import (
     MaxLengthOption,
     ModelOption,
     NoAnswerThresholdOption,
+    PassesOption,
     QuantizedOption,
     QuestionNegativesOption,
     StrideOption,
     check_threshold,
     friendly_errors,
     model_on_backend,
+    share_cores_among,
 )
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
@@ -93,6 +95,7 @@ def evaluate(
     question_negatives: QuestionNegativesOption = 0.0,
     open_book: OpenOption = False,
     top_passages: TopPassagesOption = DEFAULT_TOP_PASSAGES,
+    passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
 ) -> None:
@@ -106,11 +109,13 @@ def evaluate(
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
         model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
         model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
-        _check_predictions_alone(**model_flags, question_negatives=question_negatives or None)
+        model_flags.update(passes=passes, question_negatives=question_negatives or None)
+        _check_predictions_alone(**model_flags)
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
         return
+    share_cores_among(passes)  # before model_on_backend imports TensorFlow
     model = model_on_backend(model, backend, quantized=quantized)
     loading = dict(batch_size=batch_size, max_length=max_length, stride=stride, backend=backend)
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)

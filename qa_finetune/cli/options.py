@@ -162,3 +162,32 @@ QuestionNegativesOption = Annotated[
         "their document that does not answer them (SQuAD v2 style, needs titles).",
     ),
 ]
+
+
+PassesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--passes",
+        help="Forward passes at once, the CPU cores shared out among them (default: 2 where "
+        "there are 2 cores or more, else 1; 1: one pass on all the cores).",
+    ),
+]
+
+
+def check_passes(passes: int | None) -> None:
+    """Refuse a ``--passes`` outside 1 to ``MAX_PASSES`` (serve's range) in one line."""
+    from qa_finetune.modeling.cpu_threads import MAX_PASSES
+
+    if passes is not None and not 1 <= passes <= MAX_PASSES:
+        raise QAFinetuneError(f"--passes must be 1 to {MAX_PASSES}, got {passes}")
+
+
+def share_cores_among(passes: int | None) -> tuple[int, int]:
+    """Share the usable cores among ``passes`` forward passes (None: the machine's default,
+    ``cpu_threads.default_passes``), as ``serve`` does: before the model loads, since
+    TensorFlow fixes its threads when it starts. Returns (passes, threads each)."""
+    from qa_finetune.modeling.cpu_threads import default_passes, share_cores
+
+    check_passes(passes)
+    passes = default_passes() if passes is None else passes
+    return passes, share_cores(passes)

@@ -98,8 +98,9 @@ def plan_crossval(
     return Plan(config, records, assigned, root, settings)
 
 
-def run_crossval(plan: Plan) -> dict[str, Any]:
-    """Run (or continue) each fold; returns the summary written to ``crossval.json``."""
+def run_crossval(plan: Plan, passes: int = 1) -> dict[str, Any]:
+    """Run (or continue) each fold; returns the summary written to ``crossval.json``.
+    ``passes``: batches each fold's scoring runs at once (see ``run_fold``)."""
     root, count = plan.root, plan.folds.count
     created = not root.exists()
     results: list[dict[str, Any]] = []
@@ -113,7 +114,7 @@ def run_crossval(plan: Plan) -> dict[str, Any]:
             files = write_fold_files(
                 plan.records, plan.folds, fold, root / "data" / f"fold-{fold}", selection
             )
-            metrics = run_fold(plan.config, root, fold, files)
+            metrics = run_fold(plan.config, root, fold, files, passes)
             results.append(fold_result(fold, root / f"fold-{fold}", plan.folds.sizes(), metrics))
             write_summary(root, summarise(plan.settings, results))
     except BaseException:
@@ -169,8 +170,12 @@ def _scores_of(run_dir: Path, test: Path) -> dict[str, Any] | None:
     return metrics if isinstance(metrics, dict) and metrics.get("data") == str(test) else None
 
 
-def run_fold(config: Config, root: Path, fold: int, files: FoldFiles) -> dict[str, Any]:
-    """Train fold ``fold`` (unless its run finished) and score it on its test part."""
+def run_fold(
+    config: Config, root: Path, fold: int, files: FoldFiles, passes: int = 1
+) -> dict[str, Any]:
+    """Train fold ``fold`` (unless its run finished) and score it on its test part, in
+    ``passes`` batches at once. The cores are not shared out among them: the process trains
+    first, and TensorFlow keeps the threads it started with (all the cores) for each pass."""
     from qa_finetune.evaluation.evaluate import evaluate_model
     from qa_finetune.training.trainer import train as run_train
 
@@ -194,4 +199,5 @@ def run_fold(config: Config, root: Path, fold: int, files: FoldFiles) -> dict[st
         dataset=None,
         report_dir=RunPaths(run_dir).eval_dir,
         allow_no_answer=config.data.allow_no_answer,
+        passes=passes,
     )

@@ -32,6 +32,7 @@ from qa_finetune.evaluation.results import (
     written_by_evaluate,
 )
 from qa_finetune.files import check_file
+from qa_finetune.modeling.cpu_threads import shared_passes
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
@@ -157,11 +158,13 @@ def evaluate_model(
     quantized: bool = False,
     rule_mode: str = "auto",
     question_negatives: float = 0.0,
+    passes: int | None = None,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
     The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
     (rule and ``inference`` section); ``batch_size``, ``max_length``, ``stride`` and
-    ``no_answer_threshold`` override it (no batch size: the fastest here)."""
+    ``no_answer_threshold`` override it (no batch size: the fastest here). ``passes``:
+    batches run at once (None: as many as the cores were shared among, else 1)."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -170,19 +173,14 @@ def evaluate_model(
         check_report_dir(report_dir, inputs)
     reference = model_ref or str(latest_run(RUNS_ROOT))
     examples = load_examples(data, dataset, split, allow_no_answer, max_samples, question_negatives)
-    loaded = load_for_answering(
-        reference,
-        max_length=max_length,
-        stride=stride,
-        batch_size=batch_size,
-        backend=backend,
-        no_answer_threshold=no_answer_threshold,
-        quantized=quantized,
-        warn_untrained_head=warn_untrained_head,
-        tune_batch=True,
-    )
+    options: dict[str, Any] = dict(max_length=max_length, stride=stride, backend=backend)
+    options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold)
+    options.update(quantized=quantized, warn_untrained_head=warn_untrained_head, tune_batch=True)
+    loaded = load_for_answering(reference, **options)
     started = time.perf_counter()
-    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer, rule_mode)
+    passes = shared_passes() if passes is None else passes
+    scoring = {"rule_mode": rule_mode, "passes": passes}
+    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer, **scoring)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
@@ -195,6 +193,8 @@ def evaluate_model(
         "version_2": allow_no_answer,
         "features": windows,
         **_answering_settings(loaded, quantized),
+        "batch_size": loaded.settings.batch_size,
+        "passes": passes,
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
@@ -221,9 +221,10 @@ def _default_report_dir(run_dir: Path | None) -> Path:
 
 
 def _predict_and_score(
-    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool, rule_mode: str = "auto"
+    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool, **scoring: Any
 ) -> tuple[dict[str, Any], int]:
-    """Scores (with ``predictions``) of a loaded model on ``records``, and the window count."""
+    """Scores (with ``predictions``) of a loaded model on ``records``, and the window count;
+    ``scoring``: ``rule_mode`` and ``passes`` of ``evaluate_loaded``."""
     from qa_finetune.data.loading import to_dataset
 
     example_set = to_dataset(records)
@@ -237,7 +238,7 @@ def _predict_and_score(
         loaded.settings,
         allow_no_answer,
         rule=loaded.rule,
-        rule_mode=rule_mode,
+        **scoring,
     )
     return result, len(features)
 

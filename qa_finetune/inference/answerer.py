@@ -125,9 +125,10 @@ class QuestionAnswerer:
             raise InferenceError(str(exc)) from None
 
     def predict_windows(
-        self, encoding: Mapping[str, Any], compile: bool | None = None
+        self, encoding: Mapping[str, Any], compile: bool | None = None, passes: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Step 2, the model: start/end logits ``[windows, longest]`` of unpadded windows.
+        """Step 2, the model: start/end logits ``[windows, longest]`` of unpadded windows,
+        in ``passes`` batches at once (None: as many as the cores were shared among).
 
         Any backend that maps window columns to these two arrays can stand in for it (the
         server's micro-batcher calls only this).
@@ -138,6 +139,7 @@ class QuestionAnswerer:
             self.settings.batch_size,
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
+            passes=passes,
         )
 
     def decode(

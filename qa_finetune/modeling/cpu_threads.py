@@ -9,6 +9,10 @@ on its share only (one window alone took 39% longer on one thread than on two).
 
 TensorFlow fixes its thread pools when it first runs an operation, so the share is set
 once, at start-up, before any model is loaded; ONNX Runtime sessions read it when opened.
+The passes it was shared among are remembered too: ``modeling.predict`` runs a call's
+batches in that many passes at once unless told otherwise, so a command that shares the
+cores (``evaluate``, ``ask --batch``) keeps them busy, and one that does not (``train``)
+runs one pass on all of them as before.
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ import sys
 
 log = logging.getLogger(__name__)
 
+# The most passes a command takes: beyond this each pass's share is a sliver of a core.
+MAX_PASSES = 64
 # Threads each forward pass may use; None: all usable cores (one pass at a time).
 _threads_per_pass: int | None = None
+# Passes the cores were shared among; None: not shared (one pass at a time).
+_passes: int | None = None
 
 
 def usable_cores() -> int:
@@ -42,13 +50,18 @@ def threads_per_pass() -> int:
     return _threads_per_pass or usable_cores()
 
 
+def shared_passes() -> int:
+    """The passes the cores were shared among (``share_cores``); 1 when they were not."""
+    return _passes or 1
+
+
 def share_cores(passes: int) -> int:
     """Give each of ``passes`` forward passes an equal share of the usable cores (at least
     one thread each); returns the threads per pass. TensorFlow takes the share only when it
     has not run yet in this process: otherwise it keeps its pools, and that is logged."""
-    global _threads_per_pass
+    global _threads_per_pass, _passes
     threads = max(1, usable_cores() // passes)
-    _threads_per_pass = threads
+    _threads_per_pass, _passes = threads, passes
     if "tensorflow" not in sys.modules:
         # Read when TensorFlow starts, should the model turn out to need it.
         os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)

@@ -3,12 +3,16 @@
 A Keras model runs eagerly for a few batches and then through one ``tf.function`` traced for
 any batch and length; an object with ``predict_batch`` (ONNX Runtime, a serving layer's own)
 is called as it is. TensorFlow is imported only when a Keras model is compiled, so the ONNX
-path never loads it.
+path never loads it. A call's batches may run in several passes at once, each with its
+share of the cores (``modeling/cpu_threads``): on 2 cores two passes of one thread ran 34%
+more windows per second than one pass of two (BENCHMARKS.md section 9).
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +20,7 @@ import numpy as np
 
 from qa_finetune.errors import InferenceError
 from qa_finetune.features.arrays import Ragged
+from qa_finetune.modeling.cpu_threads import shared_passes
 
 # Logit written beyond the end of a window: exp(-1e4) is 0, and it stays finite in float16 sums.
 LOGIT_FILL = -1e4
@@ -102,12 +107,65 @@ def _pad_token_id(model: Any) -> int:
     return int(value) if isinstance(value, int) else 0
 
 
+def _run_batches(run: Callable[[np.ndarray], None], batches: list[np.ndarray], passes: int) -> None:
+    """``run`` every batch, ``passes`` at once on threads of their own, each taking the next
+    batch not yet taken; the first failure stops the others after their current batch and is
+    raised here, as is Ctrl-C."""
+    if passes == 1 or len(batches) < 2:
+        for rows in batches:
+            run(rows)
+        return
+    pending = iter(batches)
+    taking = threading.Lock()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        while not stop.is_set():
+            with taking:
+                rows = next(pending, None)
+            if rows is None:
+                return
+            try:
+                run(rows)
+            except BaseException as exc:  # handed to the caller's thread below
+                failures.append(exc)
+                stop.set()
+
+    threads = [
+        threading.Thread(target=work, name=f"qa-pass-{number}")
+        for number in range(min(passes, len(batches)))
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        stop.set()  # Ctrl-C: the passes running finish, no new one starts
+        raise
+    if failures:
+        raise failures[0]
+
+
+def _batch_forward(
+    model: Any, names: tuple[str, ...], batches: int, compile: bool | None
+) -> tuple[Any, bool]:
+    """The model's forward over one padded batch, and whether calls may overlap: a Keras
+    model's may; a predictor's only when it says so (``concurrent_calls``)."""
+    if callable(getattr(model, "predict_batch", None)):
+        # A Predictor (ONNX Runtime, a serving layer's own).
+        return model.predict_batch, bool(getattr(model, "concurrent_calls", False))
+    return _forward(model, names, batches, compile), True
+
+
 def predict_features(
     model: Any,
     features: Any,
     batch_size: int,
     pad_token_id: int | None = None,
     compile: bool | None = None,
+    passes: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Start and end logits ``[features, longest window]`` (float32) in the features' order.
 
@@ -116,9 +174,15 @@ def predict_features(
     length-sorted batches, each padded to its own longest window; positions beyond a window's
     end hold ``LOGIT_FILL``. ``compile=None`` runs a ``tf.function`` of the model once it has
     run ``COMPILE_AFTER_BATCHES`` batches (at once for a call with more), eagerly before.
+    ``passes`` batches run at once, each on a thread of its own (None: as many as the cores
+    were shared among, ``cpu_threads.share_cores``; 1 when they were not); the batches and
+    the logits are the same for any number.
     """
     if batch_size < 1:
         raise InferenceError(f"batch size must be at least 1, got {batch_size}")
+    passes = shared_passes() if passes is None else passes
+    if passes < 1:
+        raise InferenceError(f"passes must be at least 1, got {passes}")
     columns = _input_columns(features)
     if "input_ids" not in columns:
         raise InferenceError(
@@ -130,16 +194,10 @@ def predict_features(
     end = np.full((count, width), LOGIT_FILL, dtype=np.float32)
     if count == 0:
         return start, end
-    names = tuple(columns)
-    if callable(getattr(model, "predict_batch", None)):
-        forward = model.predict_batch  # a Predictor (ONNX Runtime, a serving layer's own)
-    else:
-        forward = _forward(model, names, -(-count // batch_size), compile)
+    forward, overlaps = _batch_forward(model, tuple(columns), -(-count // batch_size), compile)
     fills = {"input_ids": _pad_token_id(model) if pad_token_id is None else pad_token_id}
-    # Longest first: a batch that does not fit in memory fails at once, not at the end.
-    order = np.argsort(-lengths, kind="stable")
-    for begin in range(0, count, batch_size):
-        rows = order[begin : begin + batch_size]
+
+    def run(rows: np.ndarray) -> None:
         longest = int(lengths[rows].max())
         batch = {
             name: column.padded(rows, longest, fills.get(name, 0))
@@ -149,8 +207,14 @@ def predict_features(
         # Mixed-precision models return float16 logits; scores are computed in float32.
         start_logits = np.asarray(start_logits, dtype=np.float32)
         end_logits = np.asarray(end_logits, dtype=np.float32)
+        # Each batch writes only its own rows: passes at once never write the same row.
         for k, (s, e) in enumerate(zip(start_logits, end_logits, strict=True)):
             size = lengths[rows[k]]
             start[rows[k], :size] = s[:size]
             end[rows[k], :size] = e[:size]
+
+    # Longest first: a batch that does not fit in memory fails at once, not at the end.
+    order = np.argsort(-lengths, kind="stable")
+    batches = [order[begin : begin + batch_size] for begin in range(0, count, batch_size)]
+    _run_batches(run, batches, passes if overlaps else 1)
     return start, end

@@ -20,6 +20,7 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.modeling.cpu_threads import MAX_PASSES
 from qa_finetune.retrieval.retriever import Retriever
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
 from qa_finetune.serving.open_answering import CollectionReader, OpenWindowed
@@ -71,8 +72,8 @@ def check_settings(settings: ServeSettings) -> None:
     """Raise ``ValueError`` naming the option when a setting is out of range."""
     if settings.max_batch is not None and not 1 <= settings.max_batch <= 4096:
         raise ValueError(f"--max-batch must be 1 to 4096 windows, got {settings.max_batch}")
-    if settings.passes is not None and not 1 <= settings.passes <= 64:
-        raise ValueError(f"--passes must be 1 to 64, got {settings.passes}")
+    if settings.passes is not None and not 1 <= settings.passes <= MAX_PASSES:
+        raise ValueError(f"--passes must be 1 to {MAX_PASSES}, got {settings.passes}")
     if settings.max_wait_ms is not None and not 0 <= settings.max_wait_ms <= 60_000:
         raise ValueError(f"--max-wait-ms must be 0 to 60000, got {settings.max_wait_ms}")
     if settings.max_context_chars < 1:
@@ -152,8 +153,11 @@ class AnswerService:
         self.retriever = retriever
         # Questions without a context read the passages this finds.
         self.collection = CollectionReader(answerer, retriever) if retriever is not None else None
-        # The compiled graph from the first pass on: the warm-up pays for tracing it.
-        default: Forward = lambda encoding: answerer.predict_windows(encoding, compile=True)  # noqa: E731
+        # The compiled graph from the first pass on: the warm-up pays for tracing it. One
+        # batch at a time per call: the batcher's own workers are the passes in flight.
+        default: Forward = lambda encoding: answerer.predict_windows(  # noqa: E731
+            encoding, compile=True, passes=1
+        )
         adaptive = settings.max_wait_ms is None
         self.batcher = MicroBatcher(
             forward or default,

@@ -111,6 +111,9 @@ def _scores(
         config.inference,
         config.data.allow_no_answer,
         rule_mode=config.train.no_answer_rule,
+        # One pass at a time, as before: training keeps all the cores as TensorFlow's
+        # threads for its own steps, so no share of them is set aside per pass.
+        passes=1,
     )
     scores.pop("predictions")
     return scores

@@ -22,6 +22,9 @@ class Predictor(Protocol):
     """The predict step shared by the backends: a Keras model, or an object like this."""
 
     input_names: tuple[str, ...]
+    # Optional: True when ``predict_batch`` may be called from several threads at once, so
+    # ``predict_features`` may run passes side by side; without it, one pass at a time.
+    # concurrent_calls: bool
 
     def predict_batch(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits ``[batch, length]`` for int32 ``[batch, length]`` inputs."""

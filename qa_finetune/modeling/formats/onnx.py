@@ -153,6 +153,10 @@ class OnnxPredictor:
     """An ONNX Runtime session over an exported QA model."""
 
     backend = "onnx"
+    # ONNX Runtime's ``InferenceSession.run`` may be called from several threads at once:
+    # ``predict_features`` runs passes side by side, each on the session's threads (the
+    # share of the cores read when the session was opened).
+    concurrent_calls = True
 
     def __init__(self, session: Any, path: Path) -> None:
         self.session = session
