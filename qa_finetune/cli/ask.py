@@ -118,19 +118,11 @@ def ask(
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
     check_passes(passes)
-    _share_cores(batch is not None, passes)
-    load = partial(
-        load_answerer,
-        model,
-        output_dir,
-        backend,
-        quantized=quantized,
-        max_length=max_length,
-        stride=stride,
-        max_answer_length=max_answer_length,
-        no_answer_threshold=no_answer_threshold,
-        warn_untrained_head=not allow_untrained_head,
-    )
+    settings = dict(quantized=quantized, max_length=max_length, stride=stride)
+    settings.update(max_answer_length=max_answer_length, no_answer_threshold=no_answer_threshold)
+    settings["warn_untrained_head"] = not allow_untrained_head
+    load = partial(_share_then_load, (batch is not None, passes), model, output_dir, backend)
+    load = partial(load, **settings)
     if index is not None:
         passages = top_passages or DEFAULT_TOP_PASSAGES
         asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json)
@@ -184,6 +176,12 @@ def _check_combination(
             f"{given[0]} does not apply to --batch: each line of the batch file holds its own "
             f"context (drop {given[0]})"
         )
+
+
+def _share_then_load(sharing: tuple[bool, int | None], *args: Any, **kwargs: Any) -> Any:
+    """Load the answerer once the input is checked, the cores shared out just before."""
+    _share_cores(*sharing)
+    return load_answerer(*args, **kwargs)
 
 
 def _share_cores(many: bool, passes: int | None) -> None:
