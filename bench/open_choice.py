@@ -20,7 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._machine import machine_line
-from qa_finetune.decoding.across_passages import PassageReading, choose_across_passages
+from qa_finetune.decoding.across_passages import (
+    PassageReading,
+    choose_across_passages,
+    is_confident,
+)
 from qa_finetune.evaluation import evaluate as plain
 from qa_finetune.evaluation.open_evaluation import (
     _PAIR,
@@ -104,6 +108,29 @@ def main() -> None:
             continue
         cells = [f"{f1(k, 0.0, False):.2f}"] + [f"{f1(k, w, True):.2f}" for w in WEIGHTS]
         print(f"| {k} | " + " | ".join(cells) + " |")
+    print_two_steps(readings, gold)
+
+
+def print_two_steps(readings: dict[str, list[PassageReading]], gold: dict) -> None:
+    """Reading the best passage first and the others only when it is not confident: F1,
+    the share of questions settled by one passage, and passages read on average."""
+    print("\n| K | confident margin | F1 | settled by 1 passage | passages read (mean) |")
+    print("|---|---|---|---|---|")
+    for k in (3, 5):
+        for margin in (None, 10.0, 12.0, 14.0, 16.0, 20.0):
+            answers, reads = {}, []
+            for question_id, found in readings.items():
+                first = [r for r in found if r.passage == 0]
+                available = len({r.passage for r in found if r.passage < k})
+                settled = margin is not None and is_confident(first, 0.0, False, margin)
+                kept = first if settled else [r for r in found if r.passage < k]
+                reads.append(1 if settled else max(available, 1))
+                chosen = choose_across_passages(kept, 0.0, False)
+                answers[question_id] = chosen[0][0].text if chosen else ""
+            shown = "all at once" if margin is None else f"{margin:g}"
+            share = 100.0 * sum(r == 1 for r in reads) / len(reads)
+            f1 = score(answers, gold, False)["f1"]
+            print(f"| {k} | {shown} | {f1:.2f} | {share:.0f}% | {sum(reads) / len(reads):.2f} |")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ TopPassagesOption = Annotated[
         "--top-passages",
         min=1,
         max=100,
-        help=f"With --index: passages read per question [default: {DEFAULT_TOP_PASSAGES}].",
+        help=f"With --index: passages read per question at most (the best first, the others "
+        f"when it is not sure of it) [default: {DEFAULT_TOP_PASSAGES}].",
     ),
 ]
 

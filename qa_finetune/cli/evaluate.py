@@ -71,7 +71,12 @@ OpenOption = Annotated[
     ),
 ]
 TopPassagesOption = Annotated[
-    int, typer.Option("--top-passages", min=1, help="With --open: passages read per question.")
+    int,
+    typer.Option(
+        "--top-passages",
+        min=1,
+        help="With --open: passages read per question at most, as ask --index reads.",
+    ),
 ]
 
 

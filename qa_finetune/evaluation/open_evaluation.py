@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.decoding.across_passages import (
+    CONFIDENT_MARGIN,
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
+    is_confident,
 )
 from qa_finetune.modeling.predict import predict_features
 from qa_finetune.modeling.scoring import feature_offsets, references, score
@@ -73,25 +75,56 @@ def read_passages(
     found: Sequence[Sequence[Hit]],
     top_passages: int,
     use_rule: bool,
+    confident_margin: float | None = CONFIDENT_MARGIN,
 ) -> dict[str, str]:
-    """The end-to-end answer of each question from its ``top_passages`` best passages."""
-    answers = {q["id"]: "" for q in questions}
+    """The end-to-end answer of each question from up to ``top_passages`` passages, read as
+    ``ask --index`` reads them: the best first, the others when it is not confident."""
+    threshold = loaded.settings.no_answer_threshold
+    if confident_margin is None:
+        readings = _readings(loaded, questions, [h[:top_passages] for h in found], 0)
+    else:
+        readings = _readings(loaded, questions, [h[:1] for h in found], 0)
+        unsure = [
+            i
+            for i, q in enumerate(questions)
+            if len(found[i][:top_passages]) > 1
+            and not is_confident(readings[q["id"]], threshold, use_rule, confident_margin)
+        ]
+        more = _readings(
+            loaded, [questions[i] for i in unsure], [found[i][1:top_passages] for i in unsure], 1
+        )
+        for question_id, extra in more.items():
+            readings[question_id] = readings[question_id] + extra
+    answers = {}
+    for question_id, question_readings in readings.items():
+        chosen = choose_across_passages(question_readings, threshold, use_rule)
+        answers[question_id] = chosen[0][0].text if chosen else ""
+    return answers
+
+
+def _readings(
+    loaded: Any,
+    questions: Sequence[dict[str, Any]],
+    found: Sequence[Sequence[Hit]],
+    first_place: int,
+) -> dict[str, list[PassageReading]]:
+    """Each question's reading of the best span in each of its ``found`` passages."""
+    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
     pairs = [
         {
-            "id": f"{q['id']}{_PAIR}{place}",
+            "id": f"{q['id']}{_PAIR}{first_place + place}",
             "title": "",
             "context": hit.passage.text,
             "question": q["question"],
             "answers": {"text": [], "answer_start": []},
         }
         for q, hits in zip(questions, found, strict=True)
-        for place, hit in enumerate(hits[:top_passages])
+        for place, hit in enumerate(hits)
     ]
     if not pairs:
-        return answers
+        return readings
     predictions = _read(loaded, pairs)
     retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
-    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
     for pair_id, nbest in predictions.nbest.items():
         question_id, place = pair_id.rsplit(_PAIR, 1)
         if not nbest:
@@ -106,14 +139,10 @@ def read_passages(
                 best["score"],
                 predictions.no_answer_score.get(pair_id, float("inf")),
                 best["score"] + predictions.null_score_diff[pair_id],  # the passage's null
-                retrieval[question_id][int(place)],
+                retrieval[question_id][int(place) - first_place],
             )
         )
-    threshold = loaded.settings.no_answer_threshold
-    for question_id, found_readings in readings.items():
-        chosen = choose_across_passages(found_readings, threshold, use_rule)
-        answers[question_id] = chosen[0][0].text if chosen else ""
-    return answers
+    return readings
 
 
 def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.decoding.across_passages import (
+    CONFIDENT_MARGIN,
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
+    is_confident,
 )
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
@@ -46,15 +48,47 @@ def answer_from_collection(
     top_passages: int = DEFAULT_TOP_PASSAGES,
     top_k: int = 1,
     use_rule: bool = False,
+    confident_margin: float | None = CONFIDENT_MARGIN,
 ) -> list[list[dict[str, Any]]]:
-    """For each question, its ``top_k`` answers from the ``top_passages`` best passages,
-    best first; ``[]`` when no passage answers (none found, or the rule abstains in all)."""
+    """For each question, its ``top_k`` answers from up to ``top_passages`` best passages,
+    best first; ``[]`` when no passage answers (none found, or the rule abstains in all).
+
+    The best passage is read first; the others only for questions whose first reading is not
+    confident (``decoding.across_passages.is_confident``); ``confident_margin=None`` reads all
+    of them at once."""
     hits = [retriever.search(question, top_passages) for question in questions]
+    if confident_margin is None:
+        readings = read_passages(answerer, questions, hits, top_k)
+        return answers_from_readings(answerer, hits, readings, top_k, use_rule)
+    readings = read_passages(answerer, questions, [found[:1] for found in hits], top_k)
+    threshold = answerer.settings.no_answer_threshold
+    unsure = [
+        i
+        for i, first in enumerate(readings)
+        if len(hits[i]) > 1 and not is_confident(first, threshold, use_rule, confident_margin)
+    ]
+    if unsure:
+        rest = [hits[i][1:] for i in unsure]
+        more = read_passages(answerer, [questions[i] for i in unsure], rest, top_k, first_place=1)
+        for i, extra in zip(unsure, more, strict=True):
+            readings[i] = readings[i] + extra
+    return answers_from_readings(answerer, hits, readings, top_k, use_rule)
+
+
+def read_passages(
+    answerer: QuestionAnswerer,
+    questions: Sequence[str],
+    hits: Sequence[Sequence[Hit]],
+    top_k: int = 1,
+    first_place: int = 0,
+) -> list[list[PassageReading]]:
+    """Each question's readings of its ``hits`` in one shared set of batches; a reading's
+    ``passage`` counts from ``first_place`` among the question's passages."""
     if not any(hits):
         return [[] for _ in questions]
     windows, texts = passage_windows(answerer, questions, hits)
     start, end = answerer.predict_windows(windows.encoding)
-    return answers_from_logits(answerer, hits, windows, texts, start, end, top_k, use_rule)
+    return readings_from_logits(answerer, hits, windows, texts, start, end, top_k, first_place)
 
 
 def passage_windows(
@@ -65,6 +99,64 @@ def passage_windows(
     pairs = [(q, hit) for q, found in zip(questions, hits, strict=True) for hit in found]
     texts = [hit.passage.text for _, hit in pairs]
     return answerer.windows([q for q, _ in pairs], texts), texts
+
+
+def readings_from_logits(
+    answerer: QuestionAnswerer,
+    hits: Sequence[Sequence[Hit]],
+    windows: Windows,
+    texts: Sequence[str],
+    start: np.ndarray,
+    end: np.ndarray,
+    top_k: int = 1,
+    first_place: int = 0,
+) -> list[list[PassageReading]]:
+    """Each question's candidate spans (``passage_windows`` order), ``top_k`` a passage."""
+    predictions = answerer.predictions(windows, texts, start, end, top_k)
+    readings: list[list[PassageReading]] = []
+    first = 0
+    for found in hits:
+        question: list[PassageReading] = []
+        for place, hit in enumerate(found):
+            key = str(first + place)
+            candidates = predictions.nbest[key][:top_k]
+            if not candidates or key not in predictions.null_score_diff:
+                continue  # no valid span in this passage
+            no_answer = predictions.no_answer_score.get(key, float("inf"))
+            # The passage's null score: its best span's score plus the gap between them.
+            null = candidates[0]["score"] + predictions.null_score_diff[key]
+            question.extend(
+                PassageReading(
+                    first_place + place,
+                    c["text"],
+                    c["start"],
+                    c["end"],
+                    c["score"],
+                    no_answer,
+                    null,
+                    hit.score,
+                )
+                for c in candidates
+            )
+        readings.append(question)
+        first += len(found)
+    return readings
+
+
+def answers_from_readings(
+    answerer: QuestionAnswerer,
+    hits: Sequence[Sequence[Hit]],
+    readings: Sequence[Sequence[PassageReading]],
+    top_k: int = 1,
+    use_rule: bool = False,
+) -> list[list[dict[str, Any]]]:
+    """Each question's ``top_k`` answers chosen across all its passages' readings."""
+    threshold = answerer.settings.no_answer_threshold
+    answers = []
+    for found, question in zip(hits, readings, strict=True):
+        chosen = choose_across_passages(question, threshold, use_rule)[:top_k]
+        answers.append([_answer(found[r.passage], r, p) for r, p in chosen])
+    return answers
 
 
 def answers_from_logits(
@@ -78,30 +170,8 @@ def answers_from_logits(
     use_rule: bool = False,
 ) -> list[list[dict[str, Any]]]:
     """Each question's answers from its passages' logits (``passage_windows`` order)."""
-    predictions = answerer.predictions(windows, texts, start, end, top_k)
-    threshold = answerer.settings.no_answer_threshold
-    answers: list[list[dict[str, Any]]] = []
-    first = 0
-    for found in hits:
-        readings = []
-        for place, hit in enumerate(found):
-            key = str(first + place)
-            candidates = predictions.nbest[key][:top_k]
-            if not candidates or key not in predictions.null_score_diff:
-                continue  # no valid span in this passage
-            no_answer = predictions.no_answer_score.get(key, float("inf"))
-            # The passage's null score: its best span's score plus the gap between them.
-            null = candidates[0]["score"] + predictions.null_score_diff[key]
-            readings.extend(
-                PassageReading(
-                    place, c["text"], c["start"], c["end"], c["score"], no_answer, null, hit.score
-                )
-                for c in candidates
-            )
-        chosen = choose_across_passages(readings, threshold, use_rule)[:top_k]
-        answers.append([_answer(found[r.passage], r, p) for r, p in chosen])
-        first += len(found)
-    return answers
+    readings = readings_from_logits(answerer, hits, windows, texts, start, end, top_k)
+    return answers_from_readings(answerer, hits, readings, top_k, use_rule)
 
 
 def as_records(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,8 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.decoding.across_passages import PassageReading, is_confident
 from qa_finetune.inference.answerer import QuestionAnswerer
-from qa_finetune.inference.open_answers import answers_from_logits, passage_windows
+from qa_finetune.inference.open_answers import (
+    answers_from_readings,
+    passage_windows,
+    readings_from_logits,
+)
 from qa_finetune.retrieval.retriever import Hit, Retriever
 from qa_finetune.runs.lookup import trained_with_no_answer
 from qa_finetune.serving.batcher import MicroBatcher
@@ -24,15 +29,22 @@ from qa_finetune.serving.batcher import MicroBatcher
 
 @dataclass(frozen=True)
 class OpenWindowed:
-    """One question's passages found and cut into windows, not yet queued."""
+    """One question's passages found and cut into windows, not yet queued: the best one's
+    windows, read first, and the others', read only when the first is not confident."""
 
     hits: list[Hit]
     windows: Any = None  # features.windows.Windows; None when the search found nothing
     texts: list[str] = field(default_factory=list)
+    rest_windows: Any = None  # the other passages' windows; None when there are none
+    rest_texts: list[str] = field(default_factory=list)
 
     @property
     def size(self) -> int:
-        return 0 if self.windows is None else len(self.windows.encoding["input_ids"])
+        """Windows at most (both steps), which the request's window budget counts."""
+        return sum(
+            0 if w is None else len(w.encoding["input_ids"])
+            for w in (self.windows, self.rest_windows)
+        )
 
 
 def open_index(folder: str | Path | None) -> Retriever | None:
@@ -60,8 +72,11 @@ class CollectionReader:
         hits = self.retriever.search(question, top_passages)
         if not hits:
             return OpenWindowed([])
-        windows, texts = passage_windows(self.answerer, [question], [hits])
-        return OpenWindowed(hits, windows, texts)
+        windows, texts = passage_windows(self.answerer, [question], [hits[:1]])
+        rest_windows, rest_texts = None, []
+        if len(hits) > 1:
+            rest_windows, rest_texts = passage_windows(self.answerer, [question], [hits[1:]])
+        return OpenWindowed(hits, windows, texts, rest_windows, rest_texts)
 
     def queue(
         self,
@@ -70,18 +85,65 @@ class CollectionReader:
         top_k: int = 1,
         allow_no_answer: bool = False,
     ) -> Future:
-        """Queue the passages' windows; the future gets the answers (``[]``: none)."""
+        """Queue the best passage's windows, and the others' when its reading is not
+        confident (as ``ask --index`` reads); the future gets the answers (``[]``: none)."""
+        answers: Future = Future()
         if windowed.windows is None:
-            nothing: Future = Future()
-            nothing.set_result([])
-            return nothing
+            answers.set_result([])
+            return answers
         use_rule = allow_no_answer or self.rule_by_default
-        hits, windows, texts = windowed.hits, windowed.windows, windowed.texts
+        hits, answerer = windowed.hits, self.answerer
 
-        def decode(start: np.ndarray, end: np.ndarray) -> list[dict[str, Any]]:
-            found = answers_from_logits(
-                self.answerer, [hits], windows, texts, start, end, top_k, use_rule
-            )
+        def finish(readings: list[PassageReading]) -> list[dict[str, Any]]:
+            found = answers_from_readings(answerer, [hits], [readings], top_k, use_rule)
+            answers.set_result(found[0])
             return found[0]
 
-        return batcher.submit(windows.encoding, windows.offsets.shape[1], decode)
+        def first(start: np.ndarray, end: np.ndarray) -> Any:
+            read = readings_from_logits(
+                answerer, [hits[:1]], windowed.windows, windowed.texts, start, end, top_k
+            )[0]
+            threshold = answerer.settings.no_answer_threshold
+            if windowed.rest_windows is None or is_confident(read, threshold, use_rule):
+                return finish(read)
+
+            def rest(start: np.ndarray, end: np.ndarray) -> Any:
+                more = readings_from_logits(
+                    answerer,
+                    [hits[1:]],
+                    windowed.rest_windows,
+                    windowed.rest_texts,
+                    start,
+                    end,
+                    top_k,
+                    first_place=1,
+                )[0]
+                return finish(read + more)
+
+            second = batcher.submit(
+                windowed.rest_windows.encoding, windowed.rest_windows.offsets.shape[1], rest
+            )
+            _fail_with(second, answers)
+            return None
+
+        _fail_with(
+            batcher.submit(windowed.windows.encoding, windowed.windows.offsets.shape[1], first),
+            answers,
+        )
+        return answers
+
+
+def _fail_with(step: Future, answers: Future) -> None:
+    """A step that fails (or is cancelled) fails the answers' future with it; answers
+    cancelled (the client went away) cancel the step, whose windows the batcher then skips."""
+    answers.add_done_callback(lambda done: step.cancel() if done.cancelled() else None)
+
+    def passed_on(done: Future) -> None:
+        if answers.done():
+            return
+        if done.cancelled():
+            answers.cancel()
+        elif done.exception() is not None:
+            answers.set_exception(done.exception())
+
+    step.add_done_callback(passed_on)
