@@ -19,6 +19,7 @@ from qa_finetune.cli.options import (
     QuantizedOption,
     QuestionNegativesOption,
     StrideOption,
+    check_passes,
     check_threshold,
     friendly_errors,
     model_on_backend,
@@ -108,6 +109,7 @@ def evaluate(
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     check_threshold(no_answer_threshold)
+    check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
@@ -120,8 +122,8 @@ def evaluate(
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
         return
-    share_cores_among(passes)  # before model_on_backend imports TensorFlow
     model = model_on_backend(model, backend, quantized=quantized)
+    share_cores_among(passes)  # the model found; TensorFlow imported, its pools still unset
     loading = dict(batch_size=batch_size, max_length=max_length, stride=stride, backend=backend)
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
     loading["warn_untrained_head"] = not allow_untrained_head
@@ -132,14 +134,8 @@ def evaluate(
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
 
-    evaluate_model(
-        model,
-        **where,
-        **loading,
-        allow_no_answer=allow_no_answer,
-        max_samples=max_samples,
-        question_negatives=question_negatives,
-    )
+    settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples)
+    evaluate_model(model, **where, **loading, **settings, question_negatives=question_negatives)
 
 
 def _evaluate_open(
