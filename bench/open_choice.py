@@ -27,8 +27,7 @@ from qa_finetune.decoding.across_passages import (
 )
 from qa_finetune.evaluation import evaluate as plain
 from qa_finetune.evaluation.open_evaluation import (
-    _PAIR,
-    _read,
+    _readings,
     collection_of,
     retrieval_recall,
     spread_sample,
@@ -52,37 +51,8 @@ def main() -> None:
     index, numbers = collection_of(everything.records)
     recall, found = retrieval_recall(index, questions, numbers, max(20, args.depth))
     loaded = load_for_answering(args.model, tune_batch=True)
-    pairs = [
-        {
-            "id": f"{q['id']}{_PAIR}{place}",
-            "title": "",
-            "context": hit.passage.text,
-            "question": q["question"],
-            "answers": {"text": [], "answer_start": []},
-        }
-        for q, hits in zip(questions, found, strict=True)
-        for place, hit in enumerate(hits[: args.depth])
-    ]
-    predictions = _read(loaded, pairs)
-    bm25 = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
-    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
-    for pair_id, nbest in predictions.nbest.items():
-        question_id, place = pair_id.rsplit(_PAIR, 1)
-        if nbest:
-            best = nbest[0]
-            null = best["score"] + predictions.null_score_diff[pair_id]
-            readings[question_id].append(
-                PassageReading(
-                    int(place),
-                    best["text"],
-                    best["start"],
-                    best["end"],
-                    best["score"],
-                    predictions.no_answer_score[pair_id],
-                    null,
-                    bm25[question_id][int(place)],
-                )
-            )
+    # One reading of each question's ``--depth`` best passages, as `evaluate --open` reads.
+    readings = _readings(loaded, questions, [hits[: args.depth] for hits in found], 0)
     gold = references(questions)
     print(machine_line())
     print(f"{args.data}: {len(questions)} questions, {len(index)} passages; {json.dumps(recall)}")

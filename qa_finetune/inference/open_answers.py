@@ -7,7 +7,8 @@ by the passage's own start.
 
 The steps are apart so that the server can run the model in its micro-batcher:
 ``passage_windows`` (retrieval done: the windows of every question's passages), the forward
-pass, then ``answers_from_logits``. ``answer_from_collection`` runs all three at once.
+pass, then ``readings_from_logits`` and ``answers_from_readings``.
+``answer_from_collection`` runs them all.
 """
 
 from __future__ import annotations
@@ -157,21 +158,6 @@ def answers_from_readings(
         chosen = choose_across_passages(question, threshold, use_rule)[:top_k]
         answers.append([_answer(found[r.passage], r, p) for r, p in chosen])
     return answers
-
-
-def answers_from_logits(
-    answerer: QuestionAnswerer,
-    hits: Sequence[Sequence[Hit]],
-    windows: Windows,
-    texts: Sequence[str],
-    start: np.ndarray,
-    end: np.ndarray,
-    top_k: int = 1,
-    use_rule: bool = False,
-) -> list[list[dict[str, Any]]]:
-    """Each question's answers from its passages' logits (``passage_windows`` order)."""
-    readings = readings_from_logits(answerer, hits, windows, texts, start, end, top_k)
-    return answers_from_readings(answerer, hits, readings, top_k, use_rule)
 
 
 def as_records(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
