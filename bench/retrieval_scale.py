@@ -103,16 +103,27 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def build_size(args: argparse.Namespace) -> dict[str, Any]:
-    """Make the collection and index it from scratch, timed (in a process of its own)."""
+def remove_old_index(folder: Path) -> None:
+    """Delete a previous run's index so indexing is timed from scratch; anything at that path
+    that is not an index (a user's folder given as --work) is refused, never deleted."""
     import shutil
 
+    from qa_finetune.retrieval.index_files import is_index
+
+    if folder.is_symlink() or (folder.exists() and not is_index(folder)):
+        sys.exit(f"{folder} exists and is not an index this benchmark wrote: choose another --work")
+    if folder.exists():
+        shutil.rmtree(folder)
+
+
+def build_size(args: argparse.Namespace) -> dict[str, Any]:
+    """Make the collection and index it from scratch, timed (in a process of its own)."""
     from qa_finetune.retrieval.building import build_index
 
     folder = args.work / f"collection-{args.build}"
     build_collection(args.data, args.build, folder)
     index_dir = args.work / f"index-{args.build}"
-    shutil.rmtree(index_dir, ignore_errors=True)
+    remove_old_index(index_dir)
     parts = [folder / DEV, *[folder / d for d in ("real", "filler") if (folder / d).exists()]]
     summary = build_index(parts, index_dir)
     return {
