@@ -94,6 +94,7 @@ class Server:
     max_batch: int | None  # None: the server's default (the batch size it measures)
     max_wait_ms: float | None  # None: the server's default (adaptive) wait
     in_flight: int | None = None  # --passes; None: the server's default
+    extra: tuple[str, ...] = ()  # more serve flags (e.g. --backend onnx --quantized)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
@@ -116,6 +117,7 @@ class Server:
             *(["--max-wait-ms", str(self.max_wait_ms)] if self.max_wait_ms is not None else []),
             *(["--passes", str(self.in_flight)] if self.in_flight is not None else []),
             "--no-access-log",
+            *self.extra,
         ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with log.open("wb") as handle:
