@@ -78,29 +78,45 @@ def main() -> None:
             continue
         cells = [f"{f1(k, 0.0, False):.2f}"] + [f"{f1(k, w, True):.2f}" for w in WEIGHTS]
         print(f"| {k} | " + " | ".join(cells) + " |")
-    print_two_steps(readings, gold)
+    runner_up = {
+        q["id"]: hits[1].score if len(hits) > 1 else None
+        for q, hits in zip(questions, found, strict=True)
+    }
+    print_two_steps(readings, gold, runner_up)
 
 
-def print_two_steps(readings: dict[str, list[PassageReading]], gold: dict) -> None:
+def print_two_steps(
+    readings: dict[str, list[PassageReading]], gold: dict, runner_up: dict[str, float | None]
+) -> None:
     """Reading the best passage first and the others only when it is not confident: F1,
-    the share of questions settled by one passage, and passages read on average."""
-    print("\n| K | confident margin | F1 | settled by 1 passage | passages read (mean) |")
-    print("|---|---|---|---|---|")
+    the share of questions settled by one passage, and passages read on average; the
+    first passage's lead counted as its margin alone, or with its retrieval score's lead
+    over the second passage's (``runner_up``)."""
+    print("\n| K | lead | confident at | F1 | settled by 1 passage | passages read (mean) |")
+    print("|---|---|---|---|---|---|")
     for k in (3, 5):
-        for margin in (None, 10.0, 12.0, 14.0, 16.0, 20.0):
-            answers, reads = {}, []
-            for question_id, found in readings.items():
-                first = [r for r in found if r.passage == 0]
-                available = len({r.passage for r in found if r.passage < k})
-                settled = margin is not None and is_confident(first, 0.0, False, margin)
-                kept = first if settled else [r for r in found if r.passage < k]
-                reads.append(1 if settled else max(available, 1))
-                chosen = choose_across_passages(kept, 0.0, False)
-                answers[question_id] = chosen[0][0].text if chosen else ""
-            shown = "all at once" if margin is None else f"{margin:g}"
-            share = 100.0 * sum(r == 1 for r in reads) / len(reads)
-            f1 = score(answers, gold, False)["f1"]
-            print(f"| {k} | {shown} | {f1:.2f} | {share:.0f}% | {sum(reads) / len(reads):.2f} |")
+        for with_retrieval in (False, True):
+            for margin in (None, 10.0, 12.0, 14.0, 16.0, 20.0, 24.0):
+                if margin is None and with_retrieval:
+                    continue
+                answers, reads = {}, []
+                for question_id, found in readings.items():
+                    first = [r for r in found if r.passage == 0]
+                    available = len({r.passage for r in found if r.passage < k})
+                    second = runner_up[question_id] if with_retrieval else None
+                    settled = margin is not None and is_confident(first, 0.0, False, margin, second)
+                    kept = first if settled else [r for r in found if r.passage < k]
+                    reads.append(1 if settled else max(available, 1))
+                    chosen = choose_across_passages(kept, 0.0, False)
+                    answers[question_id] = chosen[0][0].text if chosen else ""
+                shown = "all at once" if margin is None else f"{margin:g}"
+                lead = "margin + 4 x BM25 lead" if with_retrieval else "margin"
+                share = 100.0 * sum(r == 1 for r in reads) / len(reads)
+                f1 = score(answers, gold, False)["f1"]
+                print(
+                    f"| {k} | {lead} | {shown} | {f1:.2f} | {share:.0f}% | "
+                    f"{sum(reads) / len(reads):.2f} |"
+                )
 
 
 if __name__ == "__main__":

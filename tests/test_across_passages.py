@@ -6,8 +6,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from qa_finetune.decoding.across_passages import PassageReading, choose_across_passages
+from qa_finetune.decoding.across_passages import (
+    RETRIEVAL_WEIGHT,
+    PassageReading,
+    choose_across_passages,
+    is_confident,
+)
 
 
 def reading(place: int, span: float, null: float, bm25: float, no_answer: float = -1.0):
@@ -41,3 +48,41 @@ def test_the_rule_removes_passages_that_abstain_and_none_left_is_no_answer() -> 
 def test_equal_scores_keep_the_better_retrieved_passage_first() -> None:
     tied = [reading(place, 4.0, 0.0, 1.0) for place in (2, 0, 1)]
     assert [r.passage for r, _ in choose_across_passages(tied, 0.0, False)] == [0, 1, 2]
+
+
+def test_the_first_passage_leads_by_its_margin_and_its_retrieval_lead() -> None:
+    first = [reading(0, span=10.0, null=1.0, bm25=5.0)]  # margin 9
+    assert not is_confident(first, 0.0, False, margin=12.0)
+    # 9 + 4 x (5 - 4.25) = 12: exactly the cut-off
+    assert RETRIEVAL_WEIGHT == 4.0
+    assert is_confident(first, 0.0, False, margin=12.0, runner_up=4.25)
+    assert not is_confident(first, 0.0, False, margin=12.0, runner_up=4.5)  # 9 + 2 = 11
+    assert is_confident(first, 0.0, False, margin=9.0)
+    abstaining = [reading(0, span=30.0, null=0.0, bm25=9.0, no_answer=1.0)]
+    assert not is_confident(abstaining, 0.0, True, margin=12.0, runner_up=0.0)
+    assert not is_confident([], 0.0, False, margin=-100.0, runner_up=0.0)
+
+
+finite = st.floats(-30.0, 30.0, allow_nan=False)
+
+
+@given(
+    first=st.tuples(finite, finite, st.floats(0.0, 20.0)),
+    others=st.lists(st.tuples(finite, finite, st.floats(0.0, 1.0)), min_size=1, max_size=4),
+    cut=st.floats(0.0, 20.0),
+)
+def test_a_settled_question_keeps_its_first_passage_against_any_weaker_other(
+    first: tuple[float, float, float], others: list[tuple[float, float, float]], cut: float
+) -> None:
+    """Settled by the lead, the first passage wins against every later passage whose own
+    margin is under the cut-off (its retrieval score at most the runner-up's)."""
+    span, null, bm25 = first
+    best = reading(0, span, null, bm25)
+    runner_up = bm25 * others[0][2]  # the second passage's score, at most the first's
+    later = [
+        reading(place, s, s - min(cut - 1e-6, s - n), runner_up * share)
+        for place, (s, n, share) in enumerate(others, 1)
+    ]
+    if is_confident([best], 0.0, False, cut, runner_up):
+        chosen = choose_across_passages([best, *later], 0.0, False)
+        assert chosen[0][0].passage == 0

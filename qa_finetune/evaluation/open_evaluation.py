@@ -88,7 +88,9 @@ def read_passages(
             i
             for i, q in enumerate(questions)
             if len(found[i][:top_passages]) > 1
-            and not is_confident(readings[q["id"]], threshold, use_rule, confident_margin)
+            and not is_confident(
+                readings[q["id"]], threshold, use_rule, confident_margin, found[i][1].score
+            )
         ]
         more = _readings(
             loaded, [questions[i] for i in unsure], [found[i][1:top_passages] for i in unsure], 1

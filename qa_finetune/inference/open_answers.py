@@ -66,7 +66,8 @@ def answer_from_collection(
     unsure = [
         i
         for i, first in enumerate(readings)
-        if len(hits[i]) > 1 and not is_confident(first, threshold, use_rule, confident_margin)
+        if len(hits[i]) > 1
+        and not is_confident(first, threshold, use_rule, confident_margin, hits[i][1].score)
     ]
     if unsure:
         rest = [hits[i][1:] for i in unsure]

@@ -104,7 +104,9 @@ class CollectionReader:
                 answerer, [hits[:1]], windowed.windows, windowed.texts, start, end, top_k
             )[0]
             threshold = answerer.settings.no_answer_threshold
-            if windowed.rest_windows is None or is_confident(read, threshold, use_rule):
+            if windowed.rest_windows is None or is_confident(
+                read, threshold, use_rule, runner_up=hits[1].score
+            ):
                 return finish(read)
 
             def rest(start: np.ndarray, end: np.ndarray) -> Any:
