@@ -122,7 +122,7 @@ async def serve_pair(
         for server in servers.values():
             server.stop()
     return {
-        f"{clients} clients": {
+        f"{clients} client{'s' if clients > 1 else ''}": {
             role: {
                 "questions_per_second": statistics.median(p.ok / p.seconds for p in phases),
                 "p50_ms": statistics.median(p.percentile(50) for p in phases),
@@ -148,7 +148,7 @@ def table(results: dict[str, Any]) -> None:
         for clients, by_role in points.items():
             t, s = by_role["teacher"], by_role["student"]
             rate_t, rate_s = t["questions_per_second"], s["questions_per_second"]
-            print(f"| serve {clients}, questions/s (p50 ms) | {backend} | {rate_t:.1f} "
+            print(f"| serve, {clients}, questions/s (p50 ms) | {backend} | {rate_t:.1f} "
                   f"({t['p50_ms']:.0f}) | {rate_s:.1f} ({s['p50_ms']:.0f}) | "
                   f"{rate_s / rate_t:.2f}x |")  # fmt: skip
 
