@@ -103,17 +103,24 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def remove_old_index(folder: Path) -> None:
-    """Delete a previous run's index so indexing is timed from scratch; anything at that path
-    that is not an index (a user's folder given as --work) is refused, never deleted."""
+def remove_old_index(folder: Path, collection: Path) -> None:
+    """Delete a previous run's index of ``collection`` so indexing is timed from scratch.
+    Anything else at that path (a user's folder given as --work, a link, an index of other
+    documents) is refused, never deleted."""
     import shutil
 
-    from qa_finetune.retrieval.index_files import is_index
+    from qa_finetune.retrieval.index_files import is_index, read_documents
 
-    if folder.is_symlink() or (folder.exists() and not is_index(folder)):
-        sys.exit(f"{folder} exists and is not an index this benchmark wrote: choose another --work")
-    if folder.exists():
-        shutil.rmtree(folder)
+    if not folder.exists() and not folder.is_symlink():
+        return
+    refused = f"{folder} exists and is not an index this benchmark wrote: choose another --work"
+    if folder.is_symlink() or not is_index(folder):
+        sys.exit(refused)
+    # The benchmark indexes only its own collection: the first document says whose it is.
+    first = next(read_documents(folder), None)
+    if first is None or not Path(first.path).is_relative_to(collection.resolve()):
+        sys.exit(refused)
+    shutil.rmtree(folder)
 
 
 def build_size(args: argparse.Namespace) -> dict[str, Any]:
@@ -123,7 +130,7 @@ def build_size(args: argparse.Namespace) -> dict[str, Any]:
     folder = args.work / f"collection-{args.build}"
     build_collection(args.data, args.build, folder)
     index_dir = args.work / f"index-{args.build}"
-    remove_old_index(index_dir)
+    remove_old_index(index_dir, folder)
     parts = [folder / DEV, *[folder / d for d in ("real", "filler") if (folder / d).exists()]]
     summary = build_index(parts, index_dir)
     return {
