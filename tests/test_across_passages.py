@@ -14,6 +14,7 @@ from qa_finetune.decoding.across_passages import (
     PassageReading,
     choose_across_passages,
     is_confident,
+    reads_more,
 )
 
 
@@ -86,3 +87,11 @@ def test_a_settled_question_keeps_its_first_passage_against_any_weaker_other(
     if is_confident([best], 0.0, False, cut, runner_up):
         chosen = choose_across_passages([best, *later], 0.0, False)
         assert chosen[0][0].passage == 0
+
+
+def test_the_other_passages_are_read_only_when_there_are_some_and_the_first_is_unsure() -> None:
+    unsure = [reading(0, span=10.0, null=1.0, bm25=5.0)]  # margin 9
+    assert not reads_more(unsure, [5.0], 0.0, False, margin=12.0)  # no other passage
+    assert reads_more(unsure, [5.0, 4.5], 0.0, False, margin=12.0)  # lead 9 + 2 = 11
+    assert not reads_more(unsure, [5.0, 4.25], 0.0, False, margin=12.0)  # lead 12
+    assert reads_more([], [5.0, 1.0], 0.0, False, margin=12.0)  # no span in the first

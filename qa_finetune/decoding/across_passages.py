@@ -82,6 +82,21 @@ def is_confident(
     return lead >= margin
 
 
+def reads_more(
+    first: Sequence[PassageReading],
+    retrieval_scores: Sequence[float],
+    threshold: float,
+    use_rule: bool,
+    margin: float = CONFIDENT_MARGIN,
+) -> bool:
+    """Whether a question's other passages must be read too: it has more than one
+    (``retrieval_scores``, best first) and its first passage's readings ``first`` are not
+    confident (``is_confident``, against the second passage's retrieval score)."""
+    if len(retrieval_scores) < 2:
+        return False
+    return not is_confident(first, threshold, use_rule, margin, retrieval_scores[1])
+
+
 def choose_across_passages(
     readings: Sequence[PassageReading],
     threshold: float,

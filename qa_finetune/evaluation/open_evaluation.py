@@ -20,7 +20,7 @@ from qa_finetune.decoding.across_passages import (
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
-    is_confident,
+    reads_more,
 )
 from qa_finetune.modeling.predict import predict_features
 from qa_finetune.modeling.scoring import feature_offsets, references, score
@@ -87,9 +87,12 @@ def read_passages(
         unsure = [
             i
             for i, q in enumerate(questions)
-            if len(found[i][:top_passages]) > 1
-            and not is_confident(
-                readings[q["id"]], threshold, use_rule, confident_margin, found[i][1].score
+            if reads_more(
+                readings[q["id"]],
+                [hit.score for hit in found[i][:top_passages]],
+                threshold,
+                use_rule,
+                confident_margin,
             )
         ]
         more = _readings(

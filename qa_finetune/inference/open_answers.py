@@ -24,7 +24,7 @@ from qa_finetune.decoding.across_passages import (
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
-    is_confident,
+    reads_more,
 )
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
@@ -66,8 +66,7 @@ def answer_from_collection(
     unsure = [
         i
         for i, first in enumerate(readings)
-        if len(hits[i]) > 1
-        and not is_confident(first, threshold, use_rule, confident_margin, hits[i][1].score)
+        if reads_more(first, [h.score for h in hits[i]], threshold, use_rule, confident_margin)
     ]
     if unsure:
         rest = [hits[i][1:] for i in unsure]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.across_passages import PassageReading, is_confident
+from qa_finetune.decoding.across_passages import PassageReading, reads_more
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.inference.open_answers import (
     answers_from_readings,
@@ -104,9 +104,7 @@ class CollectionReader:
                 answerer, [hits[:1]], windowed.windows, windowed.texts, start, end, top_k
             )[0]
             threshold = answerer.settings.no_answer_threshold
-            if windowed.rest_windows is None or is_confident(
-                read, threshold, use_rule, runner_up=hits[1].score
-            ):
+            if not reads_more(read, [hit.score for hit in hits], threshold, use_rule):
                 return finish(read)
 
             def rest(start: np.ndarray, end: np.ndarray) -> Any:
