@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,29 @@ from bench._machine import machine_line  # noqa: E402
 from bench.export_latency import dev_questions, warm  # noqa: E402
 from bench.serve_load import Phase, Server, load_pairs, run_phase  # noqa: E402
 
-# Each backend as the flags of ask/evaluate/serve, and the folder it reads (run or export).
+
+@dataclass(frozen=True)
+class Backend:
+    """A runtime: the folder it reads (``run`` or its ``onnx`` export) and how it is chosen."""
+
+    kind: str
+    backend: str
+    quantized: bool = False
+
+    @property
+    def flags(self) -> list[str]:
+        """The flags of ``evaluate`` and ``serve`` that choose it."""
+        return ["--backend", self.backend] + (["--quantized"] if self.quantized else [])
+
+    @property
+    def slug(self) -> str:
+        return self.backend + ("-int8" if self.quantized else "")
+
+
 BACKENDS = {
-    "TensorFlow": ("run", ["--backend", "tf"]),
-    "ONNX": ("onnx", ["--backend", "onnx"]),
-    "ONNX int8": ("onnx", ["--backend", "onnx", "--quantized"]),
+    "TensorFlow": Backend("run", "tf"),
+    "ONNX": Backend("onnx", "onnx"),
+    "ONNX int8": Backend("onnx", "onnx", quantized=True),
 }
 ROLES = ("teacher", "student")
 
@@ -65,10 +84,13 @@ def warm_rows(folders: dict[str, dict[str, Path]], rows: list[dict[str, Any]]) -
     from qa_finetune.inference.answerer import QuestionAnswerer
 
     answerers = {}
-    for backend, (kind, flags) in BACKENDS.items():
+    for name, backend in BACKENDS.items():
         for role in ROLES:
-            options = {"backend": flags[1], "quantized": "--quantized" in flags}
-            answerers[(role, backend)] = QuestionAnswerer.load(str(folders[role][kind]), **options)
+            answerers[(role, name)] = QuestionAnswerer.load(
+                str(folders[role][backend.kind]),
+                backend=backend.backend,
+                quantized=backend.quantized,
+            )
     names = {f"{role}|{backend}": a for (role, backend), a in answerers.items()}
     times = warm(names, rows)
     return {backend: {role: times[f"{role}|{backend}"] for role in ROLES} for backend in BACKENDS}
@@ -90,23 +112,29 @@ def evaluate_rows(folders: dict[str, dict[str, Path]], args: argparse.Namespace)
     """Median questions/s of ``evaluate`` for every role and backend, rounds alternating."""
     rates: dict[str, dict[str, list[float]]] = {b: {r: [] for r in ROLES} for b in BACKENDS}
     for round_ in range(args.rounds):
-        for backend, (kind, flags) in BACKENDS.items():
+        for name, backend in BACKENDS.items():
             for role in ROLES if round_ % 2 == 0 else ROLES[::-1]:
-                report = args.work / f"evaluate-{role}-{kind}-{len(flags)}-{round_}"
-                rate = evaluate_rate(folders[role][kind], flags, args, report)
-                rates[backend][role].append(rate)
-                print(f"evaluate {backend:<10} {role:<7} {rate:6.1f} questions/s", flush=True)
+                report = args.work / f"evaluate-{role}-{backend.slug}-{round_}"
+                folder = folders[role][backend.kind]
+                rate = evaluate_rate(folder, backend.flags, args, report)
+                rates[name][role].append(rate)
+                print(f"evaluate {name:<10} {role:<7} {rate:6.1f} questions/s", flush=True)
     return {b: {r: statistics.median(v) for r, v in by.items()} for b, by in rates.items()}
 
 
 async def serve_pair(
-    folders: dict[str, Path], flags: list[str], args: argparse.Namespace
+    folders: dict[str, dict[str, Path]],
+    backend: Backend,
+    pairs: list[dict[str, str]],
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     """One server per role; 1 client then 32, rounds alternating: questions/s and p50 ms."""
-    pairs = load_pairs(args.data, args.requests)
-    servers = {role: Server(str(folders[role]), None, None, extra=tuple(flags)) for role in ROLES}
+    servers = {
+        role: Server(str(folders[role][backend.kind]), None, None, extra=tuple(backend.flags))
+        for role in ROLES
+    }
     for role, server in servers.items():
-        server.start(args.work / f"serve-{role}-{len(flags)}.log")
+        server.start(args.work / f"serve-{role}-{backend.slug}.log")
     found: dict[int, dict[str, list[Phase]]] = {n: {r: [] for r in ROLES} for n in (1, 32)}
     try:
         for server in servers.values():
@@ -179,9 +207,10 @@ def main() -> None:
     }
     results["ask_warm_seconds"] = warm_rows(folders, dev_questions(args.data, args.warm_questions))
     results["evaluate_questions_per_second"] = evaluate_rows(folders, args)
+    pairs = load_pairs(args.data, args.requests)
     results["serve"] = {
-        backend: asyncio.run(serve_pair({r: folders[r][kind] for r in ROLES}, flags, args))
-        for backend, (kind, flags) in BACKENDS.items()
+        name: asyncio.run(serve_pair(folders, backend, pairs, args))
+        for name, backend in BACKENDS.items()
     }
     print(results["machine"])
     table(results)
