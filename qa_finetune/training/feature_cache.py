@@ -28,6 +28,8 @@ REPORT_FILE = PREPARE_REPORT_FILE  # the same name in a run directory
 # Data settings the features do not depend on: the files count by content, and replay data
 # has features of its own.
 _NOT_IN_FINGERPRINT = ("train_file", "validation_file", "replay_file", "replay_fraction")
+# Settings added after caches existed: they count only when set, so those caches stay valid.
+_COUNTED_WHEN_SET = ("swap_negatives",)
 
 
 def _file_digest(path: str) -> str:
@@ -61,7 +63,11 @@ def data_fingerprint(
     digests = digests or data_file_digests(data)
     parts: dict[str, Any] = {
         "format": FEATURE_FORMAT,
-        "data": {k: v for k, v in vars(data).items() if k not in _NOT_IN_FINGERPRINT},
+        "data": {
+            k: v
+            for k, v in vars(data).items()
+            if k not in _NOT_IN_FINGERPRINT and (v or k not in _COUNTED_WHEN_SET)
+        },
         "train_file": [digest for _, digest in digests["train"]],
         "validation_file": [digest for _, digest in digests["validation"]],
         "tokenizer": tokenizer_fingerprint(model_dir),
