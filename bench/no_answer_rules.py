@@ -5,7 +5,10 @@ signals (``nbest_predictions.json``, ``no_answer_signals.json``). The model's sp
 do not depend on the rule, so every rule can be scored from them: the null-score gap at a given
 threshold, and the rule and threshold saved in a run (``no_answer_rule.json``, from training or
 ``calibrate`` on held-out questions). Each row: official v2 F1 (HasAns, NoAns), the F1 of the
-best threshold on these very questions (an upper bound, not a score), and the AUC.
+best threshold on these very questions (an upper bound, not a score), and the AUC: over all
+unanswerable questions, and apart for each kind made by ``data.swap_negatives`` (ids ending
+``#swap``) and ``data.question_negatives`` (``#negative``) when the file holds them (a held-out
+split written by ``bench/heldout_split.py``).
 
     python bench/no_answer_rules.py --eval-dir R/v2-shipped \\
         --data ../shared/data/squad-v2.0-dev.json --gap 0 \\
@@ -49,6 +52,21 @@ def load_evaluation(eval_dir: Path, data: Path) -> tuple[Predictions, dict[str, 
     return predictions, gold
 
 
+# Made negatives are told apart by their id's ending; the rest were written as unanswerable.
+KINDS = {"#swap": "swap", "#negative": "other paragraph"}
+
+
+def auc_by_kind(ids: list[str], scores: np.ndarray, unanswerable: np.ndarray) -> dict[str, float]:
+    """The AUC of each kind of unanswerable question against all answerable ones."""
+    kinds = np.array(
+        [next((k for end, k in KINDS.items() if q.endswith(end)), "written") for q in ids]
+    )
+    return {
+        kind: rank_auc(scores[unanswerable & (kinds == kind)], scores[~unanswerable])
+        for kind in sorted(set(kinds[unanswerable].tolist()))
+    }
+
+
 def score_rule(
     predictions: Predictions, gold: dict[str, list[str]], rule: NoAnswerRule, threshold: float
 ) -> dict[str, Any]:
@@ -81,6 +99,7 @@ def score_rule(
         "best_f1_here": best_f1,
         "best_threshold_here": best_threshold,
         "auc": rank_auc(scores[unanswerable], scores[~unanswerable]),
+        "auc_by_kind": auc_by_kind(ids, scores, unanswerable),
     }
 
 
@@ -118,6 +137,9 @@ def main() -> None:
             f"{row['HasAns_f1']:.2f} | {row['NoAns_f1']:.2f} | {row['abstained']} | "
             f"{row['best_f1_here']:.2f} | {row['auc']:.3f}"
         )
+        if len(row["auc_by_kind"]) > 1:
+            kinds = ", ".join(f"{k} {v:.3f}" for k, v in row["auc_by_kind"].items())
+            print(f"    AUC by kind of unanswerable question: {kinds}")
     if args.out:
         existing = json.loads(args.out.read_text()) if args.out.is_file() else []
         entry = {"eval_dir": str(args.eval_dir), "data": str(args.data), "rows": rows}

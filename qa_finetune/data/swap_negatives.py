@@ -5,11 +5,12 @@ Other-paragraph negatives (``data/question_negatives``) are easy: the passage is
 something else, and a reader that never saw one already ranks them apart (AUC 0.97). The
 unanswerable questions people write against a passage keep nearly all of its words and change
 what is asked about; the shipped reader ranks those barely above chance (AUC 0.58 on SQuAD
-2.0, 0.60 on these swaps). A swap is made the same way: the question keeps every other word,
-the passage still holds the original answer (a plausible wrong one), but the thing asked
-about is not there. The substitute is a name or number that another question of the same
-document asks about (the same subject), or of any document when none fits, and none of its
-words occurs in the passage or the question (so an alias of the original is not taken).
+2.0, 0.61 on these swaps of held-out general questions). A swap is made the same way: the
+question keeps every other word, the passage still holds the original answer (a plausible
+wrong one), but the thing asked about is not there. The substitute is a name or number that
+another question of the same document asks about (the same subject), or of any document when
+none fits, and none of its words occurs in the passage or the question (so an alias of the
+original is not taken).
 
 A seeded ``fraction`` of the eligible questions (answerable, naming something their passage
 holds, other than by their first word) get one twin each, with id ``<id>#swap``.
