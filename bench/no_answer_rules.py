@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.data.question_negatives import SUFFIX as PARAGRAPH_SUFFIX
+from qa_finetune.data.swap_negatives import SUFFIX as SWAP_SUFFIX
 from qa_finetune.decoding.answerability import rank_auc
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.spans import Predictions
@@ -52,8 +54,8 @@ def load_evaluation(eval_dir: Path, data: Path) -> tuple[Predictions, dict[str, 
     return predictions, gold
 
 
-# Made negatives are told apart by their id's ending; the rest were written as unanswerable.
-KINDS = {"#swap": "swap", "#negative": "other paragraph"}
+# Made negatives are told apart by the id ending their maker gives; the rest were written.
+KINDS = {SWAP_SUFFIX: "swap", PARAGRAPH_SUFFIX: "other paragraph"}
 
 
 def auc_by_kind(ids: list[str], scores: np.ndarray, unanswerable: np.ndarray) -> dict[str, float]:
