@@ -15,6 +15,7 @@ from qa_finetune.cli.evaluate import evaluate
 from qa_finetune.cli.export import export
 from qa_finetune.cli.feedback import feedback
 from qa_finetune.cli.index import index
+from qa_finetune.cli.interpolate import interpolate
 from qa_finetune.cli.label import label
 from qa_finetune.cli.prepare import prepare
 from qa_finetune.cli.push import push
@@ -39,6 +40,7 @@ for _command in (
     ask,
     evaluate,
     calibrate,
+    interpolate,
     index,
     export,
     serve,

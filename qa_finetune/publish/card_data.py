@@ -205,6 +205,30 @@ def distillation(config: dict[str, dict[str, Any]], training: dict[str, Any]) ->
     ]
 
 
+def interpolation(run_dir: Path) -> list[str]:
+    """The "Weights averaged" line of a run written by ``qa-finetune interpolate`` (from its
+    ``interpolation.json``: folder names only, local paths stay private); nothing otherwise."""
+    try:  # read as written: only the folders' names are shown
+        record = json.loads(RunPaths(run_dir).interpolation.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    weight = number(record.get("weight")) if isinstance(record, dict) else None
+    if weight is None:
+        return []
+
+    def name(value: Any) -> str:
+        path = Path(str(value))
+        return path.parent.name if path.name == "model" else path.name
+
+    return [
+        "",
+        f"Weights averaged, without training: {weight:g} of the fine-tuned run "
+        f"`{name(record.get('tuned'))}` and {1 - weight:g} of `{name(record.get('base'))}` "
+        "(`qa-finetune interpolate`). The recipe below is the fine-tuned run's; the no-answer "
+        "rule was chosen again for these weights on held-out questions.",
+    ]
+
+
 def recipe_table(config: dict[str, dict[str, Any]]) -> list[str]:
     """Markdown table of every ``section.key`` of the resolved config (the parent record only
     for a run that has one)."""

@@ -22,6 +22,7 @@ from qa_finetune.publish.card_data import (
     distillation,
     find_measurements,
     front_matter,
+    interpolation,
     lineage,
     number,
     read_json,
@@ -238,6 +239,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
     body += _summary(repo_id, config, training, headline, base)
     body += lineage(config)
     body += distillation(config, training or {})
+    body += interpolation(run_dir)
     body += _architecture(run_dir)
     body += ["", "## Training recipe", ""]
     if config:

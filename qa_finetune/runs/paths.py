@@ -20,6 +20,7 @@ PREPARE_REPORT_FILE = "prepare_report.json"
 TENSORBOARD_DIR = "tensorboard"
 EVAL_DIR = "eval"
 NO_ANSWER_RULE_FILE = "no_answer_rule.json"
+INTERPOLATION_FILE = "interpolation.json"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,11 @@ class RunPaths:
     def no_answer_rule(self) -> Path:
         """The no-answer rule and threshold chosen on held-out questions, when one was."""
         return self.root / NO_ANSWER_RULE_FILE
+
+    @property
+    def interpolation(self) -> Path:
+        """What ``interpolate`` averaged into this run, for a run it wrote."""
+        return self.root / INTERPOLATION_FILE
 
     @property
     def history(self) -> Path:

@@ -1,0 +1,145 @@
+"""A new run whose weights lie between a fine-tuned run and the run it started from.
+
+The new run is a copy of the fine-tuned run (config, tokenizer, window settings) with the
+averaged weights, its own ``interpolation.json`` saying what was mixed, and a no-answer rule
+of its own: a rule and threshold chosen for other weights would decide wrongly, so when the
+run answers "no answer" the rule is chosen again on held-out questions (by default the
+fine-tuned run's own validation file, which chose nothing else for these weights).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.modeling.interpolation import check_interpolation_weight
+from qa_finetune.runs.lookup import load_run_config, run_dir_of
+from qa_finetune.runs.paths import CONFIG_FILE, ENV_FILE, PREPARE_REPORT_FILE, RunPaths
+from qa_finetune.runs.targets import refuse_link
+from qa_finetune.staged_folders import staged_folder
+
+log = logging.getLogger(__name__)
+
+# What the new run shares with the fine-tuned one: its recipe (window settings, decoding), its
+# environment and its data report. Training records, checkpoints, exports and evaluations
+# describe the fine-tuned weights, and are not copied.
+_COPIED = (CONFIG_FILE, ENV_FILE, PREPARE_REPORT_FILE)
+
+
+@dataclass(frozen=True)
+class Interpolated:
+    """The new run, what it mixed, and the held-out evaluation that chose its rule."""
+
+    run_dir: Path
+    base: Path
+    weight: float
+    metrics: dict[str, Any] | None
+
+
+def _run(reference: str, role: str) -> Path:
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    run_dir = run_dir_of(resolve_model_dir(reference))
+    if run_dir is None:
+        raise QAFinetuneError(
+            f"{role} {reference} is not a run (a folder with config.yaml and model/): pass the "
+            "folder `qa-finetune train` wrote"
+        )
+    return run_dir
+
+
+def base_of(tuned: Path, given: str | None) -> Path:
+    """The base model folder: ``given``, else the run the tuned run was started from."""
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    if given is not None:
+        return resolve_model_dir(given)
+    config = load_run_config(tuned)
+    recorded = config.parent.path or config.model.init_from
+    if not recorded:
+        raise QAFinetuneError(
+            f"{tuned} was not started from another run (no --init-from): pass --base RUN, the "
+            "model it was fine-tuned from"
+        )
+    base = Path(recorded)
+    if not base.exists():
+        raise QAFinetuneError(
+            f"{tuned} was started from {recorded}, which is gone: pass --base with its new place"
+        )
+    return resolve_model_dir(str(base))
+
+
+def _check_output(output: Path, tuned: Path) -> None:
+    refuse_link(output, "--output")
+    if output.exists():
+        raise QAFinetuneError(f"--output {output} exists: name a new folder")
+    if output.resolve().is_relative_to(tuned.resolve()):
+        raise QAFinetuneError(f"--output {output} is inside the run {tuned}: name a new folder")
+
+
+def _copy_files(source: Path, staging: Path) -> None:
+    import shutil
+
+    for name in _COPIED:
+        if (source / name).is_file():
+            shutil.copy2(source / name, staging / name)
+
+
+def interpolate_run(
+    tuned_ref: str,
+    weight: float,
+    output: Path,
+    base_ref: str | None = None,
+    held_out: str | None = None,
+) -> Interpolated:
+    """Write ``output``: the run ``tuned_ref`` with ``(1 - weight) * base + weight * tuned``
+    weights, and (for a run that answers "no answer") a rule chosen on ``held_out``."""
+    from transformers import AutoTokenizer
+
+    from qa_finetune.modeling.interpolation import interpolate_weights
+    from qa_finetune.modeling.loading import has_trained_qa_head, load_qa_model
+    from qa_finetune.modeling.saving import save_model_atomic
+
+    check_interpolation_weight(weight)
+    tuned = _run(tuned_ref, "--model")
+    output = Path(output)
+    _check_output(output, tuned)
+    base = base_of(tuned, base_ref)
+    config = load_run_config(tuned)
+    rule_data = held_out or config.data.validation_file
+    if config.data.allow_no_answer and not rule_data:
+        raise QAFinetuneError(
+            f"{tuned} answers 'no answer' but has no validation file to choose the new "
+            "weights' rule on: pass --held-out FILE (questions it was not trained on)"
+        )
+    if rule_data and config.data.allow_no_answer and not Path(rule_data).is_file():
+        raise QAFinetuneError(
+            f"held-out file {rule_data} not found (run from the folder {tuned} was trained in, "
+            "or pass --held-out FILE)"
+        )
+    if not has_trained_qa_head(base):
+        raise QAFinetuneError(
+            f"the base {base} has no trained question-answering head (a bare encoder): pass "
+            "--base a run trained for question answering"
+        )
+    model = load_qa_model(RunPaths(tuned).model)
+    interpolate_weights(load_qa_model(base), model, weight)
+    tokenizer = AutoTokenizer.from_pretrained(str(RunPaths(tuned).model))
+    record = {"base": str(base.resolve()), "tuned": str(tuned.resolve()), "weight": weight}
+    metrics = None
+    with staged_folder(output) as staging:
+        _copy_files(tuned, staging)
+        save_model_atomic(model, tokenizer, RunPaths(staging).model)
+        RunPaths(staging).interpolation.write_text(json.dumps(record, indent=2) + "\n")
+        if config.data.allow_no_answer:
+            # Chosen before the folder is swapped in: a failed or interrupted choice leaves
+            # no run that would answer with a rule meant for other weights.
+            from qa_finetune.evaluation.calibrate import calibrate
+
+            metrics = calibrate(str(staging), str(rule_data), overwrite=True).metrics
+    log.info("interpolated: %.2f of %s, %.2f of %s -> %s", weight, tuned, 1 - weight, base, output)
+    return Interpolated(output, base, weight, metrics)
