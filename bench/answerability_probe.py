@@ -71,17 +71,23 @@ def best_span_scores(
     return best
 
 
-def question_features(run: Path, questions: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """The frozen features and the null-score gap of every question."""
+def load_reader(run: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """The run's tokenizer, model and recorded config, loaded once for every split."""
     import yaml
     from transformers import AutoTokenizer
 
     from qa_finetune.modeling.loading import load_qa_model
 
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    return AutoTokenizer.from_pretrained(str(run / "model")), load_qa_model(run / "model"), config
+
+
+def question_features(
+    reader: tuple[Any, Any, dict[str, Any]], questions: list[dict[str, Any]]
+) -> dict[str, np.ndarray]:
+    """The frozen features and the null-score gap of every question."""
+    tokenizer, model, config = reader
     features = config["preprocess"]
-    tokenizer = AutoTokenizer.from_pretrained(str(run / "model"))
-    model = load_qa_model(run / "model")
     cls, pooled, gap = [], [], []
     for first in range(0, len(questions), BATCH):
         batch = questions[first : first + BATCH]
@@ -154,11 +160,12 @@ def main() -> None:
     if args.test:
         splits["test"] = args.test
     data, labels = {}, {}
+    reader = load_reader(args.run)
     for name, path in splits.items():
         began = time.perf_counter()
         questions = read_questions(path)
         labels[name] = np.array([not q["answers"]["text"] for q in questions])
-        data[name] = question_features(args.run, questions)
+        data[name] = question_features(reader, questions)
         print(f"{name}: {len(questions)} questions, {time.perf_counter() - began:.0f} s")
     report: dict[str, Any] = {"machine": machine_line(), "run": str(args.run), "rows": {}}
     report["rows"]["null_gap"] = {n: _auc(data[n]["null_gap"], labels[n]) for n in splits}

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from sample_files import sample_data_path
-from tiny_runs import tiny_run_config
+from tiny_runs import tiny_no_answer_config
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
@@ -24,15 +24,7 @@ CONTEXT = "The Halden Canal connects the river Marn with the port of Calden, 74 
 def _config(model: Path, output: Path, name: str, init_from: Path | None = None) -> Any:
     from qa_finetune.config import Config
 
-    values = tiny_run_config(model, output, max_steps=3, learning_rate=1e-2).to_dict()
-    values["data"].update(
-        train_file=str(DATA),
-        validation_file=str(DATA),
-        allow_no_answer=True,
-        max_train_samples=None,
-        max_eval_samples=None,
-    )
-    values["train"].update(run_name=name, tune_no_answer_threshold=True)
+    values = tiny_no_answer_config(model, output, 1e-2, run_name=name)
     if init_from is not None:
         values["model"] = {"init_from": str(init_from)}
     return Config.from_dict(values)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from sample_files import sample_data_path
-from tiny_runs import tiny_run_config
+from tiny_runs import tiny_no_answer_config
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
@@ -21,16 +21,7 @@ DATA = sample_data_path("unanswerable")
 
 
 def _config(model_dir: Path, output_dir: Path, **train: Any) -> Any:
-    values = tiny_run_config(model_dir, output_dir, max_steps=3, learning_rate=1e-3).to_dict()
-    values["data"].update(
-        train_file=str(DATA),
-        validation_file=str(DATA),
-        allow_no_answer=True,
-        max_train_samples=None,
-        max_eval_samples=None,
-    )
-    values["train"].update(tune_no_answer_threshold=True, **train)
-    return values
+    return tiny_no_answer_config(model_dir, output_dir, 1e-3, **train)
 
 
 @pytest.fixture(scope="module")

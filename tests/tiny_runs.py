@@ -36,6 +36,26 @@ def tiny_run_config(
     )
 
 
+def tiny_no_answer_config(
+    model_dir: Path, output_dir: Path, learning_rate: float, **train: Any
+) -> dict[str, Any]:
+    """The bundled unanswerable questions as training and validation data (all of them, 3
+    steps), the threshold tuned on them; ``train`` overrides."""
+    values = tiny_run_config(
+        model_dir, output_dir, max_steps=3, learning_rate=learning_rate
+    ).to_dict()
+    data = sample_data_path("unanswerable")
+    values["data"].update(
+        train_file=str(data),
+        validation_file=str(data),
+        allow_no_answer=True,
+        max_train_samples=None,
+        max_eval_samples=None,
+    )
+    values["train"].update(tune_no_answer_threshold=True, **train)
+    return values
+
+
 def recording_trainer() -> Any:
     """A Trainer subclass noting the (epoch, skip, shard) each fit asks for, killed after
     the checkpoint at ``stop_after`` (a seam in use: ``epoch_dataset``)."""

@@ -56,7 +56,7 @@ def calibrate(
     from qa_finetune.evaluation.evaluate import evaluate_model
     from qa_finetune.modeling.reference import resolve_model_dir
 
-    source = _run_of(resolve_model_dir(model_ref), model_ref)
+    source = run_of(resolve_model_dir(model_ref), model_ref)
     target = source if output is None else Path(output)
     _check_target(source, target, overwrite)
     with tempfile.TemporaryDirectory(prefix="qa-finetune-calibrate-") as report:
@@ -85,12 +85,13 @@ def calibrate(
     return Calibrated(target, saved, metrics)
 
 
-def _run_of(model_dir: Path, given: str) -> Path:
+def run_of(model_dir: Path, given: str) -> Path:
+    """The run folder holding ``model_dir``, or one clear error."""
     run_dir = run_dir_of(model_dir)
     if run_dir is None:
         raise QAFinetuneError(
-            f"{given} is not a run (a folder with config.yaml and model/): calibrate saves the "
-            "rule with a run; train or export one, or pass its run folder"
+            f"{given} is not a run (a folder with config.yaml and model/): a no-answer rule is "
+            "saved with a run; train or export one, or pass its run folder"
         )
     return run_dir
 
@@ -109,11 +110,14 @@ def _check_target(source: Path, target: Path, overwrite: bool) -> None:
                 f"{source} is read-only: pass --output NEW_RUN to calibrate a copy of the run"
             )
         return
+    check_new_output(target, source)
+
+
+def check_new_output(target: Path, source: Path) -> None:
+    """Refuse an ``--output`` that is a link, exists, or lies inside the run ``source``."""
     refuse_link(target, "--output")
     if target.exists():
-        raise QAFinetuneError(
-            f"--output {target} exists: name a new folder (calibrate never replaces one)"
-        )
+        raise QAFinetuneError(f"--output {target} exists: name a new folder (never replaced)")
     if target.resolve().is_relative_to(source.resolve()):
         raise QAFinetuneError(f"--output {target} is inside the run {source}: name a new folder")
 

@@ -17,9 +17,8 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.interpolation import check_interpolation_weight
-from qa_finetune.runs.lookup import load_run_config, run_dir_of
+from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.runs.paths import CONFIG_FILE, ENV_FILE, PREPARE_REPORT_FILE, RunPaths
-from qa_finetune.runs.targets import refuse_link
 from qa_finetune.staged_folders import staged_folder
 
 log = logging.getLogger(__name__)
@@ -38,18 +37,6 @@ class Interpolated:
     base: Path
     weight: float
     metrics: dict[str, Any] | None
-
-
-def _run(reference: str, role: str) -> Path:
-    from qa_finetune.modeling.reference import resolve_model_dir
-
-    run_dir = run_dir_of(resolve_model_dir(reference))
-    if run_dir is None:
-        raise QAFinetuneError(
-            f"{role} {reference} is not a run (a folder with config.yaml and model/): pass the "
-            "folder `qa-finetune train` wrote"
-        )
-    return run_dir
 
 
 def base_of(tuned: Path, given: str | None) -> Path:
@@ -71,14 +58,6 @@ def base_of(tuned: Path, given: str | None) -> Path:
             f"{tuned} was started from {recorded}, which is gone: pass --base with its new place"
         )
     return resolve_model_dir(str(base))
-
-
-def _check_output(output: Path, tuned: Path) -> None:
-    refuse_link(output, "--output")
-    if output.exists():
-        raise QAFinetuneError(f"--output {output} exists: name a new folder")
-    if output.resolve().is_relative_to(tuned.resolve()):
-        raise QAFinetuneError(f"--output {output} is inside the run {tuned}: name a new folder")
 
 
 def _copy_files(source: Path, staging: Path) -> None:
@@ -105,9 +84,12 @@ def interpolate_run(
     from qa_finetune.modeling.saving import save_model_atomic
 
     check_interpolation_weight(weight)
-    tuned = _run(tuned_ref, "--model")
+    from qa_finetune.evaluation.calibrate import calibrate, check_new_output, run_of
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    tuned = run_of(resolve_model_dir(tuned_ref), tuned_ref)
     output = Path(output)
-    _check_output(output, tuned)
+    check_new_output(output, tuned)
     base = base_of(tuned, base_ref)
     config = load_run_config(tuned)
     rule_data = held_out or config.data.validation_file
@@ -138,8 +120,6 @@ def interpolate_run(
         if config.data.allow_no_answer:
             # Chosen before the folder is swapped in: a failed or interrupted choice leaves
             # no run that would answer with a rule meant for other weights.
-            from qa_finetune.evaluation.calibrate import calibrate
-
             metrics = calibrate(str(staging), str(rule_data), overwrite=True).metrics
     log.info("interpolated: %.2f of %s, %.2f of %s -> %s", weight, tuned, 1 - weight, base, output)
     return Interpolated(output, base, weight, metrics)
