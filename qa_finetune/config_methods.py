@@ -1,5 +1,6 @@
-"""The training methods a run may choose (``train.method``) and the checks of their settings
-(``config_sections.TrainConfig`` calls them).
+"""The training methods a run may choose (``train.method``), the checks of their settings and
+of the options that change how any method learns: layer-wise rate decay and a moving average
+of the weights (``config_sections.TrainConfig`` calls them).
 
 The names are the registry's (``training/methods``), listed here because the config imports no
 training code; a test checks that the two agree.
@@ -59,3 +60,28 @@ def method_checks(
     )
     problem = layers_problem(layers)
     yield problem is None, "train.student_layers", problem or ""
+
+
+# Strategies that keep several copies of the weights: the moving average is kept beside one.
+_REPLICATING = ("mirrored", "multi_worker", "tpu")
+
+
+def lever_checks(layer_decay: float, ema_decay: float, strategy: str) -> Checks:
+    """``train.layer_lr_decay`` in (0, 1] (1 = off), ``train.ema_decay`` in [0, 1) (0 = off),
+    and no moving average with a strategy that replicates the weights."""
+    yield (
+        0.0 < layer_decay <= 1.0,
+        "train.layer_lr_decay",
+        f"must be in (0, 1] (1 = every layer at the full rate), got {layer_decay}",
+    )
+    yield (
+        0.0 <= ema_decay < 1.0,
+        "train.ema_decay",
+        f"must be in [0, 1) (0 = no moving average; 0.999 is usual), got {ema_decay}",
+    )
+    yield (
+        not (ema_decay and strategy in _REPLICATING),
+        "train.ema_decay",
+        f"cannot be used with train.strategy={strategy} (the average is kept on one device): "
+        "train on one device (train.strategy=default), or set train.ema_decay=0",
+    )

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qa_finetune.config_methods import method_checks
+from qa_finetune.config_methods import lever_checks, method_checks
 from qa_finetune.config_sources import monitor_checks, negatives_checks, replay_checks
 from qa_finetune.config_values import Checks, check, check_all, choice, run_name_problem
 
@@ -213,6 +213,8 @@ class TrainConfig:
     # distill: the student is the teacher's architecture with only these encoder layers
     # (indexes from 0, in order; a number N: the first N), started from the teacher's weights.
     student_layers: int | list[int] | None = None
+    layer_lr_decay: float = 1.0  # rate x decay^(L - i) for layer i of L; training/layer_decay
+    ema_decay: float = 0.0  # an average of the weights kept if better; training/moving_average
 
     def __post_init__(self) -> None:
         check_all(self._checks())
@@ -239,8 +241,7 @@ class TrainConfig:
         norm = self.max_grad_norm
         yield norm is None or norm > 0, "train.max_grad_norm", f"must be > 0 or null, got {norm}"
         # NumPy's generator takes seeds in [0, 2**32).
-        seed = self.seed
-        yield 0 <= seed < 2**32, "train.seed", f"must be in [0, 4294967295], got {seed}"
+        yield 0 <= self.seed < 2**32, "train.seed", f"must be in [0, 4294967295], got {self.seed}"
         yield choice("train.mixed_precision", self.mixed_precision, ("auto", "on", "off"))
         yield choice("train.strategy", self.strategy, _STRATEGIES)
         yield choice("train.lr_schedule", self.lr_schedule, ("linear", "constant"))
@@ -257,6 +258,7 @@ class TrainConfig:
             "it at a different step): set train.max_steps instead",
         )
         yield choice("train.keep_model", self.keep_model, ("best", "last"))
+        yield from lever_checks(self.layer_lr_decay, self.ema_decay, self.strategy)
         yield choice("train.no_answer_rule", self.no_answer_rule, NO_ANSWER_RULE_MODES)
         # Checked here, before any data or model loads: the name becomes a folder that
         # --overwrite may replace, so it must stay one new folder inside output_dir.

@@ -130,7 +130,7 @@ def test_model_without_a_tf_qa_head_fails_before_any_work(tmp_path: Path) -> Non
     out = tmp_path / "out"
     expected = (
         "error: model type 'gpt2' has no TensorFlow question-answering head; use an encoder "
-        "such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or XLNet"
+        "such as BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA, XLNet or MPNet"
     )
     assert _one_line_error(["prepare", "--model", model, "--output-dir", str(out)]) == expected
     assert _one_line_error(["train", "--model", model, "--output-dir", str(out)]) == expected

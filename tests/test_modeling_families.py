@@ -10,7 +10,7 @@ def test_family_facts(tmp_path: Path) -> None:
     from qa_finetune.modeling import families
     from qa_finetune.training.memory import encoder_shape
 
-    assert families.suggested() == "BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA or XLNet"
+    assert families.suggested() == "BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA, XLNet or MPNet"
     assert len(families.shape_keys()) == 3  # BERT-like names, DistilBERT's, XLNet's
     assert set(families.TOKENIZER_ANCHORS) < set(families.TOKENIZER_FILES)
     for keys in families.shape_keys():

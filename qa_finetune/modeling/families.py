@@ -70,6 +70,7 @@ FAMILIES = (
     Family("ALBERT", ("albert",), layer_subsets=False),
     Family("ELECTRA", ("electra",)),
     Family("XLNet", ("xlnet",), ("n_layer", "d_model", "n_head", "d_inner")),
+    Family("MPNet", ("mpnet",)),
 )
 
 

@@ -23,6 +23,7 @@ from qa_finetune.runs.paths import RunPaths
 from qa_finetune.training import checkpoints, results
 from qa_finetune.training.callbacks import NanGuard, StepHooks
 from qa_finetune.training.cluster import Cluster, worker_claim
+from qa_finetune.training.levers import Levers
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.progress import RunProgress
 from qa_finetune.training.run_plan import RunPlan
@@ -31,7 +32,7 @@ from qa_finetune.training.schedule import Schedule, TrainingClock
 log = logging.getLogger(__name__)
 
 
-class Bookkeeping:
+class Bookkeeping(Levers):
     """The run's records; the attributes below are set by ``Trainer``'s phases."""
 
     config: Config
@@ -78,6 +79,7 @@ class Bookkeeping:
         rundir.remove_partial_checkpoints(self.write_dir)
         if not self.claim.created and self.cluster.chief:
             checkpoints.recover_index(self.write_dir, checkpoints.resume_fix(folder))
+        self.attach_average()
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(folder), max_to_keep=1)
         if not self.claim.created:
             source = self.write_dir if self.cluster.chief else rundir.run_directory(self.config)
@@ -120,6 +122,7 @@ class Bookkeeping:
         final_state = checkpoints.state_path(self.write_dir, self.step())
         if final_state.is_file():
             write_json(final_state, state.__dict__)
+        self.keep_average()
 
     def validate_final_step(self) -> bool:
         """Validate the final weights unless that is done (True when it was not): a run killed
@@ -177,7 +180,7 @@ class Bookkeeping:
             self.step(),
             self.model,
             self.prepared.tokenizer,
-            self.plan.method.record() if self.plan is not None else None,
+            {**(self.plan.method.record() if self.plan else {}), **self.lever_record()},
         )
 
     def step(self) -> int:

@@ -14,8 +14,10 @@ from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.training import checkpoints, init_from
+from qa_finetune.training.layer_decay import check_layer_decay
 from qa_finetune.training.methods import method_class
 from qa_finetune.training.methods.base import TrainingMethod
+from qa_finetune.training.moving_average import check_weight_average
 from qa_finetune.training.prepare import CheckedModel, check_model
 from qa_finetune.training.run_checks import (
     check_resume_request,
@@ -74,6 +76,8 @@ def plan_run(
         config, checked, parent = _starting_model(stored, run_dir, True, requested)
     method.check(config, checked)
     check_threshold_tuning(config)
+    check_layer_decay(config.train.layer_lr_decay, checked.model_dir)
+    check_weight_average(config)
     start = "resume" if resume else "overwrite" if overwrite else "fresh"
     return RunPlan(config, run_dir, start, checked, parent, method)
 

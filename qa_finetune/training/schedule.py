@@ -11,7 +11,7 @@ decay to zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,9 +94,12 @@ class ProgressSchedule(tf_keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-def build_optimizer(config: Config, schedule: Schedule) -> tuple[Any, ProgressSchedule]:
+def build_optimizer(
+    config: Config, schedule: Schedule, scales: Mapping[str, float] | None = None
+) -> tuple[Any, ProgressSchedule]:
     """AdamW (LayerNorm and biases not decayed, as in BERT's recipe) or, with no weight decay,
-    plain Adam, on the run's learning-rate schedule; global-norm clipping when configured."""
+    plain Adam, on the run's learning-rate schedule; global-norm clipping when configured.
+    ``scales``: each variable's share of the rate (``training/layer_decay``), None for all 1."""
     from transformers import AdamWeightDecay
 
     train = config.train
@@ -111,11 +114,19 @@ def build_optimizer(config: Config, schedule: Schedule) -> tuple[Any, ProgressSc
         "epsilon": 1e-8,
         "global_clipnorm": train.max_grad_norm,
     }
-    if train.weight_decay > 0:
-        optimizer = AdamWeightDecay(
+    excluded = ["LayerNorm", "layer_norm", "bias"]
+    if scales is not None:
+        from qa_finetune.training.layer_decay import LayerRateAdam
+
+        optimizer = LayerRateAdam(
+            scales,
             weight_decay_rate=train.weight_decay,
-            exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+            exclude_from_weight_decay=excluded,
             **common,
+        )
+    elif train.weight_decay > 0:
+        optimizer = AdamWeightDecay(
+            weight_decay_rate=train.weight_decay, exclude_from_weight_decay=excluded, **common
         )
     else:
         optimizer = tf_keras.optimizers.Adam(**common)

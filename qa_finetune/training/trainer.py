@@ -174,7 +174,7 @@ class Trainer(Bookkeeping):
     def build_model(self) -> Any:
         """The model, its optimizer on the run's schedule, compiled (under the strategy)."""
         model = self.load_model()
-        optimizer, self.rate = build_optimizer(self.config, self.schedule)
+        optimizer, self.rate = build_optimizer(self.config, self.schedule, self.rate_scales(model))
         self.compile_model(model, optimizer)
         return model
 
@@ -250,7 +250,7 @@ class Trainer(Bookkeeping):
         if train.tensorboard:
             logs = str(RunPaths(self.write_dir).tensorboard)
             callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=logs, update_freq=50))
-        return callbacks + self.method.callbacks() + self.given_callbacks
+        return self.lever_callbacks() + callbacks + self.method.callbacks() + self.given_callbacks
 
     def epoch_input(self, epoch: int, skip: int) -> Any:
         """``epoch_dataset``, or with several workers each worker's own input pipeline."""
