@@ -8,10 +8,11 @@ import pytest
 
 from qa_finetune.config import Config, ConfigError, load_config, parse_set_option, resolve_config
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+# Every recipe, those in sub-folders (configs/levers/) included.
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").rglob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_shipped_config_loads(path: Path) -> None:
     config = load_config(path)
     assert config.preprocess.stride < config.preprocess.max_length
