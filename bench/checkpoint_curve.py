@@ -62,17 +62,15 @@ def scratch_run(run: Path, snapshots: Path, step: int, work: Path) -> Path:
 
 
 def averaged_model(folders: list[Path], target: Path) -> Path:
-    """The element-wise mean of the weights of ``folders`` (same architecture), saved."""
+    """The element-wise mean of the weights of ``folders`` (same architecture, checked), saved."""
     from qa_finetune.modeling.loading import load_qa_model
     from qa_finetune.modeling.reference import load_tokenizer
     from qa_finetune.modeling.saving import save_model_atomic
+    from qa_finetune.modeling.weight_average import average_models
 
-    models = [load_qa_model(folder) for folder in folders]
-    weights = [model.get_weights() for model in models]
-    mean = [sum(values) / len(values) for values in zip(*weights, strict=True)]
-    models[0].set_weights(mean)
+    mean = average_models([load_qa_model(folder) for folder in folders])
     shutil.rmtree(target, ignore_errors=True)
-    return save_model_atomic(models[0], load_tokenizer(folders[0]), target)
+    return save_model_atomic(mean, load_tokenizer(folders[0]), target)
 
 
 def score(model: Path, args: argparse.Namespace, config: Any, out: Path) -> dict[str, Any]:
