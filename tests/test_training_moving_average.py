@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,3 +147,108 @@ def test_a_resumed_run_continues_the_average(tiny_model_dir: Path, tmp_path: Pat
     again = json.loads((resumed.run_dir / "metrics.json").read_text())
     assert again["weight_average"]["updates"] == 3
     assert again["weight_average"] == pytest.approx(whole["weight_average"])
+
+
+def _finished_trainer(tmp_path: Path, keep_model: str, raw_f1: float) -> Any:
+    """What ``keep_better`` reads of a trainer at the end of a run: one variable trained from
+    0 to 4 in 2 steps, a history whose final row scored ``raw_f1``."""
+    import tensorflow as tf
+
+    from qa_finetune.training.moving_average import MovingAverage
+    from qa_finetune.training.progress import RunProgress
+
+    variable = tf.Variable([0.0])
+    average = MovingAverage([variable], decay=0.5)
+    for value in (2.0, 4.0):
+        variable.assign([value])
+        average.update()
+    progress = RunProgress()
+    progress.record({"step": 1, "f1": raw_f1 - 5, "loss": 1.0}, None)
+    progress.record({"step": 2, "f1": raw_f1, "loss": 0.5}, None)  # the best and the last
+    config = Config.from_dict({"train": {"keep_model": keep_model, "ema_decay": 0.5}})
+    trainer = SimpleNamespace(
+        progress=progress,
+        config=config,
+        step=lambda: 2,
+        model="model",
+        prepared=SimpleNamespace(tokenizer="tokenizer"),
+        schedule=SimpleNamespace(steps_per_epoch=4),
+        cluster=SimpleNamespace(chief=True),
+        write_dir=tmp_path,
+    )
+    return trainer, average, variable
+
+
+@pytest.mark.parametrize("keep_model", ["last", "best"])
+def test_the_average_is_kept_when_it_scores_better(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_model: str
+) -> None:
+    from qa_finetune.training import moving_average, results
+
+    trainer, average, variable = _finished_trainer(tmp_path, keep_model, raw_f1=60.0)
+    seen: list[float] = []
+
+    def scores(model: Any, prepared: Any, config: Any, at_step: int) -> dict[str, Any]:
+        seen.append(float(variable.numpy()[0]))  # the weights it was asked to score
+        return {"f1": 61.0, "exact_match": 50.0}
+
+    saved: list[Path] = []
+    monkeypatch.setattr(results, "validation_scores", scores)
+    monkeypatch.setattr(moving_average, "save_model_atomic", lambda m, t, path: saved.append(path))
+    record = moving_average.keep_better(trainer, average)
+    # Hand computation: ramp 2/11 then 3/12 (both under 0.5): 9/11 * 2 = 1.636..., then
+    # 0.25 * 1.636... + 0.75 * 4 = 3.409...
+    shadow = 0.25 * (9 / 11 * 2.0) + 0.75 * 4.0
+    assert seen == [pytest.approx(shadow)]
+    assert float(variable.numpy()[0]) == pytest.approx(shadow)  # the average stays in
+    assert record["weight_average"] == {
+        "kind": "ema",
+        "decay": 0.5,
+        "updates": 2,
+        "f1": 61.0,
+        "exact_match": 50.0,
+        "raw_f1": 60.0,
+        "kept": "moving_average",
+    }
+    last = trainer.progress.state.history[-1]
+    assert (last["weights"], last["f1"], last["step"], last["epoch"]) == (
+        "moving_average",
+        61.0,
+        2,
+        0.5,
+    )
+    assert trainer.progress.state.best_metrics is last
+    # A "best" run's model/ was saved at its best validation: the average replaces it.
+    assert saved == ([tmp_path / "model"] if keep_model == "best" else [])
+    assert (tmp_path / "history.csv").read_text().splitlines()[-1].startswith("0.5,2,")
+
+
+def test_the_raw_weights_stay_when_the_average_scores_no_better(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qa_finetune.training import moving_average, results
+
+    trainer, average, variable = _finished_trainer(tmp_path, "last", raw_f1=60.0)
+    monkeypatch.setattr(results, "validation_scores", lambda *a: {"f1": 60.0, "exact_match": 1})
+    record = moving_average.keep_better(trainer, average)
+    assert record["weight_average"]["kept"] == "raw"
+    assert float(variable.numpy()[0]) == 4.0
+    assert len(trainer.progress.state.history) == 2
+    assert not (tmp_path / "history.csv").exists()
+
+
+def test_several_gpus_under_auto_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tensorflow as tf
+
+    from qa_finetune.training.moving_average import check_weight_average
+
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0", "gpu1"])
+    values = {"data": {"validation_file": "dev.json"}, "train": {"ema_decay": 0.99}}
+    with pytest.raises(QAFinetuneError) as caught:
+        check_weight_average(Config.from_dict(values))
+    assert str(caught.value) == (
+        "train.ema_decay keeps the average on one device, and train.strategy=auto would train "
+        "on every GPU: set train.strategy=default, or train.ema_decay=0"
+    )
+    values["train"]["strategy"] = "default"
+    check_weight_average(Config.from_dict(values))  # one device: fine
