@@ -133,9 +133,9 @@ def test_models_without_separate_layers_are_refused(tmp_path: Path, model_type: 
     with pytest.raises(QAFinetuneError) as caught:
         check_layer_decay(0.8, folder)
     assert str(caught.value) == (
-        "train.layer_lr_decay needs a model whose encoder layers are separate weights; a "
-        f"{model_type} model has none to tell apart: use a model of another family (BERT, "
-        "RoBERTa, DistilBERT, ELECTRA, XLNet, MPNet), or set train.layer_lr_decay=1"
+        "train.layer_lr_decay needs a model whose encoder layers are separate weights, and "
+        f"model type '{model_type}' has none to tell apart: use a model of another family "
+        "(BERT, RoBERTa, DistilBERT, ELECTRA, XLNet, MPNet), or set train.layer_lr_decay=1"
     )
 
 
@@ -156,3 +156,27 @@ def test_decay_out_of_range_is_refused(value: float) -> None:
         "config key 'train.layer_lr_decay': must be in (0, 1] (1 = every layer at the full "
         f"rate), got {value}"
     )
+
+
+def test_albert_run_is_refused_before_any_work(tmp_path: Path, minilm_dir: Path) -> None:
+    """ALBERT's layers share one set of weights: refused before any data or model loads."""
+    from tiny_runs import tiny_run_config
+    from transformers import AlbertConfig, AutoTokenizer
+
+    from qa_finetune.training.trainer import train
+
+    folder = tmp_path / "albert"
+    AlbertConfig(
+        vocab_size=64, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=64,
+    ).save_pretrained(str(folder))  # fmt: skip
+    AutoTokenizer.from_pretrained(str(minilm_dir)).save_pretrained(str(folder))
+    (folder / "tf_model.h5").write_bytes(b"never read")
+    config = tiny_run_config(folder, tmp_path / "runs", max_steps=1, layer_lr_decay=0.8)
+    with pytest.raises(QAFinetuneError) as caught:
+        train(config)
+    assert str(caught.value).startswith(
+        "train.layer_lr_decay needs a model whose encoder layers are separate weights, and "
+        "model type 'albert' has none to tell apart"
+    )
+    assert not (tmp_path / "runs").exists()

@@ -52,8 +52,8 @@ def check_layer_decay(decay: float, model_dir: Path) -> None:
     if family is None or not family.layer_subsets:
         able = ", ".join(f.name for f in FAMILIES if f.layer_subsets)
         raise QAFinetuneError(
-            f"train.layer_lr_decay needs a model whose encoder layers are separate weights; a "
-            f"{model_type} model has none to tell apart: use a model of another family "
+            "train.layer_lr_decay needs a model whose encoder layers are separate weights, "
+            f"and model type {model_type!r} has none to tell apart: use a model of another family "
             f"({able}), or set train.layer_lr_decay=1"
         )
 
