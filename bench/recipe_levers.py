@@ -2,7 +2,7 @@
 alone, then scored on SQuAD v1.1 dev and on its TyDi QA monitor, against the current recipe at
 the same budget (``baseline-30``: ``configs/minilm-31k.yaml`` at 30 minutes).
 
-    PYTHONPATH=$PWD .venv/bin/python bench/recipe_levers.py            # every lever: ~5 hours
+    PYTHONPATH=$PWD .venv/bin/python bench/recipe_levers.py            # every lever: ~6 hours
     PYTHONPATH=$PWD .venv/bin/python bench/recipe_levers.py --levers baseline-30,ema-30
     PYTHONPATH=$PWD .venv/bin/python bench/recipe_levers.py --dry-run  # the commands only
 
