@@ -218,6 +218,7 @@ def test_the_average_is_kept_when_it_scores_better(
         0.5,
     )
     assert trainer.progress.state.best_metrics is last
+    assert last["loss"] == 0.5  # the final row's training loss
     # A "best" run's model/ was saved at its best validation: the average replaces it.
     assert saved == ([tmp_path / "model"] if keep_model == "best" else [])
     assert (tmp_path / "history.csv").read_text().splitlines()[-1].startswith("0.5,2,")

@@ -118,7 +118,9 @@ def keep_better(trainer: Any, average: MovingAverage) -> dict[str, Any]:
     raw_f1, average_f1 = kept.get("f1"), scores.get("f1")
     better = average_f1 is not None and (raw_f1 is None or average_f1 > raw_f1)
     if better:
-        row = {**kept, **scores, "step": at_step, "weights": "moving_average"}
+        # The final row's training loss: the average is of the weights up to the final step.
+        row = {"loss": state.history[-1].get("loss") if state.history else None}
+        row.update({**scores, "step": at_step, "weights": "moving_average"})
         row["epoch"] = round(at_step / trainer.schedule.steps_per_epoch, 4)
         row["minutes"] = round(trainer.progress.seconds() / 60, 3)
         trainer.progress.record(row, None)
