@@ -43,6 +43,9 @@ TOKENIZER_ANCHORS = tuple(
 # The weight-name part of the span-prediction head in every transformers QA architecture
 # used here (a checkpoint without it is a base encoder).
 QA_HEAD_KEY = "qa_outputs"
+# One encoder layer's part of a TF weight name, with its index (a regular expression), in the
+# families whose layers can be told apart (``Family.layer_subsets``).
+LAYER_PART = r"/layer_\._(\d+)/"
 
 
 @dataclass(frozen=True)

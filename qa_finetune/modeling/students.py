@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.modeling.families import FAMILIES, family_of
+from qa_finetune.modeling.families import FAMILIES, LAYER_PART, family_of
 from qa_finetune.modeling.loading import float32_head
 
 # One encoder layer's part of a weight name, with its index.
-_LAYER = re.compile(r"/layer_\._(\d+)/")
+_LAYER = re.compile(LAYER_PART)
 
 
 def teacher_layers(model_dir: Path) -> int:

@@ -24,10 +24,9 @@ from typing import Any
 from transformers import AdamWeightDecay
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.modeling.families import FAMILIES, QA_HEAD_KEY, family_of
+from qa_finetune.modeling.families import FAMILIES, LAYER_PART, QA_HEAD_KEY, family_of
 
-# One encoder layer's part of a weight name, with its index.
-_LAYER = re.compile(r"/layer_\._(\d+)/")
+_LAYER = re.compile(LAYER_PART)
 # What a distributed copy adds to a variable's name (``.../kernel/replica_1:0``).
 _COPY_SUFFIX = re.compile(r"(/replica_\d+)?(:\d+)?$")
 
