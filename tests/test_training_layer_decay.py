@@ -159,7 +159,7 @@ def test_decay_out_of_range_is_refused(value: float) -> None:
 
 
 def test_albert_run_is_refused_before_any_work(tmp_path: Path, minilm_dir: Path) -> None:
-    """ALBERT's layers share one set of weights: refused before any data or model loads."""
+    """ALBERT's layers share one set of weights: refused before any data or weights load."""
     from tiny_runs import tiny_run_config
     from transformers import AlbertConfig, AutoTokenizer
 
