@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config
+from qa_finetune.data.loading import check_data_given
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.training import checkpoints, init_from
@@ -74,6 +75,7 @@ def plan_run(
         config, checked, parent = _starting_model(stored, run_dir, True, requested)
     method.check(config, checked)
     check_threshold_tuning(config)
+    check_data_given(config.data, training=True)  # before features/ is made for it
     start = "resume" if resume else "overwrite" if overwrite else "fresh"
     return RunPlan(config, run_dir, start, checked, parent, method)
 
