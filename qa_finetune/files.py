@@ -176,9 +176,9 @@ def name_in_error(exc: BaseException, path: Path, within: Path | None = None) ->
     """Give an ``OSError`` raised while writing ``path`` that path as its file name: a full
     disk fails a write with no name at all ("No space left on device"), and one of our own
     temporaries (or files in ``within``, a staging folder) is not a name the user gave."""
-    if not isinstance(exc, OSError):
+    named = getattr(exc, "filename", None)
+    if not isinstance(exc, OSError) or not isinstance(named, str | bytes | os.PathLike | None):
         return
-    named = exc.filename
     ours = named is None or Path(os.fsdecode(named)).name.startswith(f".{path.name}.")
     if ours or (within is not None and str(named).startswith(str(within))):
         exc.filename, exc.filename2 = str(path), None

@@ -144,6 +144,13 @@ def test_a_100_kb_request_head_is_431(bounded_server: tuple[str, int], pieces: i
     assert exchange(bounded_server, get_with_header(10)).endswith(b"hello")
 
 
+def test_serve_runs_uvicorn_with_this_protocol() -> None:
+    from qa_finetune.serving.uvicorn_config import uvicorn_options
+
+    http = uvicorn_options("127.0.0.1", 8000, 30.0, 100)["http"]
+    assert http.func is HeaderTimeoutH11Protocol
+
+
 def test_a_head_just_under_the_limit_is_answered(bounded_server: tuple[str, int]) -> None:
     response = exchange(bounded_server, get_with_header(MAX_HEADER_BYTES - 200))
     assert response.startswith(b"HTTP/1.1 200 OK")
