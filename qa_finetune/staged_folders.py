@@ -10,24 +10,47 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files import name_in_error, process_alive
+
+
+def has_no_write_bits(folder: Path) -> bool:
+    """Whether ``folder`` is a folder nobody may write (``chmod -R a-w``): the user's "keep
+    this", which permission bits alone do not enforce on root."""
+    try:
+        mode = os.lstat(folder).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def refuse_read_only(folder: Path, option: str) -> None:
+    """Refuse to replace or change a folder without write bits, whoever runs the command."""
+    if has_no_write_bits(folder):
+        raise QAFinetuneError(
+            f"{folder} is read-only (no write permission for anyone), so it is kept as it is: "
+            f"make it writable (chmod -R u+w {folder}) to replace it, or choose another {option}"
+        )
 
 
 @contextlib.contextmanager
-def staged_folder(target: Path) -> Iterator[Path]:
+def staged_folder(target: Path, option: str = "--output") -> Iterator[Path]:
     """Build a folder in a hidden staging folder beside ``target`` and swap it in for
     ``target`` when the block ends without error; on any error (Ctrl-C included) the staging
-    folder goes and ``target`` is left as it was."""
+    folder goes and ``target`` is left as it was. A read-only ``target`` is refused."""
+    refuse_read_only(target, option)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(target)
     staging = _new_sibling(target, "staging")
     try:
         yield staging
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        name_in_error(exc, target, within=staging)  # the folder named, not our staging one
         raise
     replace_folder(staging, target)
 
@@ -56,21 +79,10 @@ def remove_stale_staging(target: Path) -> list[Path]:
     stale = []
     for path in target.parent.glob(f".{glob.escape(target.name)}.staging-*"):
         found = pattern.fullmatch(path.name)
-        if found and path.is_dir() and not path.is_symlink() and not _alive(int(found[1])):
+        if found and path.is_dir() and not path.is_symlink() and not process_alive(int(found[1])):
             shutil.rmtree(path, ignore_errors=True)
             stale.append(path)
     return stale
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (ours, or another user's: then it is not ours to judge)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OverflowError, OSError):  # not ours to signal, or no such pid number
-        return True
-    return True
 
 
 def replace_folder(staging: Path, target: Path) -> Path:

@@ -114,7 +114,7 @@ ROWS: dict[str, Row] = {
     # running out would be a kill without a message; the old run stays.
     "train-batch-beyond-memory": Row(
         run_dir,
-        [*TRAIN, "--batch-size", "100000", "--overwrite"],
+        [*TRAIN, "--batch-size", "100000", "--overwrite", "--train-file", "{tmp}/d.json"],
         1,
         "GiB is available: lower --batch-size",
         VICTIM,

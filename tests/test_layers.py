@@ -35,6 +35,7 @@ LAYERS = {
     "metrics": 0,
     "hub_ids": 0,
     "tables": 0,
+    "seeds": 0,
     # The package root holds the version and names the public API lazily (importlib, not an
     # import statement): Python imports it before any of its modules anyway.
     "": 0,

@@ -290,4 +290,4 @@ def test_full_disk_while_preparing_features_is_named_and_leaves_no_staging(
     assert str(info.value) == (
         f"no space left on {tmp_path / 'features'}: free space or choose another --output-dir"
     )
-    assert list((tmp_path / "features").iterdir()) == []
+    assert not (tmp_path / "features").exists()  # made for this build, gone with it

@@ -72,11 +72,12 @@ OpenOption = Annotated[
     ),
 ]
 TopPassagesOption = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--top-passages",
         min=1,
-        help="With --open: passages read per question at most, as ask --index reads.",
+        help=f"With --open: passages read per question at most, as ask --index reads "
+        f"(default {DEFAULT_TOP_PASSAGES}).",
     ),
 ]
 
@@ -100,7 +101,7 @@ def evaluate(
     quantized: QuantizedOption = False,
     question_negatives: QuestionNegativesOption = 0.0,
     open_book: OpenOption = False,
-    top_passages: TopPassagesOption = DEFAULT_TOP_PASSAGES,
+    top_passages: TopPassagesOption = None,
     passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
@@ -110,7 +111,7 @@ def evaluate(
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     check_threshold(no_answer_threshold)
     check_passes(passes)
-    _check_data(data, dataset, question_negatives, allow_no_answer, open_book)
+    _check_data(data, dataset, question_negatives, allow_no_answer, open_book, top_passages)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
@@ -129,7 +130,13 @@ def evaluate(
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
         _evaluate_open(
-            model, where, allow_no_answer, max_samples, top_passages, question_negatives, loading
+            model,
+            where,
+            allow_no_answer,
+            max_samples,
+            top_passages or DEFAULT_TOP_PASSAGES,
+            question_negatives,
+            loading,
         )
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
@@ -168,6 +175,7 @@ def _check_data(
     question_negatives: float,
     allow_no_answer: bool,
     open_book: bool = False,
+    top_passages: int | None = None,
 ) -> None:
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
@@ -176,6 +184,11 @@ def _check_data(
         raise QAFinetuneError(
             f"--open searches the contexts of a local --data file, so {flag} does not apply: "
             f"pass --data FILE without {flag}"
+        )
+    if top_passages is not None and not open_book:  # ignored in silence otherwise
+        raise QAFinetuneError(
+            f"--top-passages {top_passages} sets how many passages --open reads per question: "
+            "add --open, or drop --top-passages"
         )
     if question_negatives and not allow_no_answer:
         raise QAFinetuneError(

@@ -6,6 +6,7 @@ imports the option types it uses from here at run time.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from collections.abc import Callable
@@ -121,6 +122,9 @@ def friendly_errors(command: F) -> F:
             # Unwritable or impossible output paths (read-only, a file where a folder should be).
             where = f" {exc.filename}" if exc.filename else ""
             reason = exc.strerror or str(exc) or type(exc).__name__
+            if exc.errno == errno.ENOSPC:  # the writers name the file (files.name_in_error)
+                what = where or " the output"
+                fail(f"cannot write{what}: {reason} (free space on that disk, or write elsewhere)")
             fail(f"cannot use{where}: {reason} (check the path and its permissions)")
 
     return wrapper  # type: ignore[return-value]

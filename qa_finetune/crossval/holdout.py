@@ -13,6 +13,7 @@ from qa_finetune.crossval.fold_files import make_folds, squad_json, training_rec
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import json_bytes, write_files_together
 from qa_finetune.runs.targets import check_files_in_folder
+from qa_finetune.seeds import seed_problem
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ def split_file(
     ``output_dir``; existing files there are kept unless ``overwrite``."""
     if not 0 <= fold < folds:
         raise QAFinetuneError(f"--fold must be in 0..{folds - 1} for --folds {folds}, got {fold}")
+    if seed_problem(seed):
+        raise QAFinetuneError(f"--seed {seed_problem(seed)}")
     paths = output_dir / TRAIN_FILE, output_dir / HELDOUT_FILE
     inputs = [Path(name.strip()) for name in (data.train_file or "").split(",") if name.strip()]
     existing = [str(p) for p in paths if p.exists() and not p.is_symlink()]
@@ -54,6 +57,12 @@ def split_file(
         )
     names = (TRAIN_FILE, HELDOUT_FILE)
     check_files_in_folder(output_dir, names, "--output-dir", "split", None, inputs, overwrite)
+    for source in inputs:
+        if output_dir.is_dir() and source.parent.is_dir() and output_dir.samefile(source.parent):
+            raise QAFinetuneError(
+                f"--output-dir {output_dir} is the folder of the data file {source}: choose "
+                "another folder (the split never writes beside the data it splits)"
+            )
     records = training_records(Config(data=data))
     split = make_folds(records, folds, seed, group_by)
     parts = split.train_indices(fold).tolist(), split.test_indices(fold).tolist()

@@ -39,6 +39,7 @@ from qa_finetune.runs.directory import has_checkpoint
 from qa_finetune.runs.ownership import has_marker, write_marker
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.runs.targets import check_own_folder
+from qa_finetune.seeds import seed_problem
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ def plan_crossval(
     if problem:
         raise QAFinetuneError(f"crossval name (--run-name) {problem}")
     seed = config.train.seed if seed is None else seed
+    if seed_problem(seed):
+        raise QAFinetuneError(f"--seed {seed_problem(seed)}")
     records = training_records(config)
     grouping = choose_grouping(records, folds, group_by)
     assigned = record_folds(records, folds, seed, grouping)

@@ -92,7 +92,13 @@ def _context_documents(
     return np.unique(roots, return_inverse=True)[1].reshape(-1)
 
 
-def _check(folds: int, documents: int, contexts: int, group_by: str) -> None:
+def _title_count(titles: Any) -> int:
+    """How many distinct non-empty titles ``titles`` (a list or an Arrow array) holds."""
+    values = titles.to_pylist() if hasattr(titles, "to_pylist") else titles
+    return len({str(title or "").strip() for title in values} - {""})
+
+
+def _check(folds: int, documents: int, contexts: int, group_by: str, titles: int = 0) -> None:
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise QAFinetuneError(
             f"cross-validation needs at least 2 folds, got {folds}: pass --folds 2 or more"
@@ -104,9 +110,16 @@ def _check(folds: int, documents: int, contexts: int, group_by: str) -> None:
             else ""
         )
         fix = f"pass --folds {documents} or fewer" if documents >= 2 else "add documents"
+        # Titles that share a context are one document: say so, or "10 titles" then "1"
+        # reads as a miscount.
+        merged = (
+            f"; its {titles} titles share contexts, and titles sharing a context are one document"
+            if group_by == "title" and titles > documents
+            else ""
+        )
         raise QAFinetuneError(
             f"{folds} folds need at least {folds} documents, but the data has {documents} "
-            f"(grouped by {group_by}): {fix}{hint}"
+            f"(grouped by {group_by}{merged}): {fix}{hint}"
         )
 
 
@@ -160,7 +173,8 @@ def assign_folds(
 
     context_codes, distinct, document_of_context = _documents(titles, contexts, group_by)
     documents = int(document_of_context.max()) + 1 if len(distinct) else 0
-    _check(folds, documents, len(distinct), group_by)
+    title_count = _title_count(titles) if group_by == "title" and folds > documents else 0
+    _check(folds, documents, len(distinct), group_by, title_count)
     # Each document's rank is that of its first context in code-point order.
     rank = np.empty(len(distinct), dtype=np.int64)
     rank[pc.array_sort_indices(distinct).to_numpy()] = np.arange(len(distinct))

@@ -47,8 +47,28 @@ def split_paths(files: str) -> list[str]:
     return [part.strip() for part in files.split(",") if part.strip()]
 
 
+NO_DATA = "no data given: pass --train-file FILE, --dataset NAME or --config"
+
+
+def check_data_given(config: DataConfig, training: bool = False) -> None:
+    """Fail before anything is written when no data is configured (``training``: no
+    training data, a validation file alone trains nothing)."""
+    if config.dataset:
+        return
+    train = split_paths(config.train_file or "")
+    if not train and not split_paths(config.validation_file or ""):
+        raise DataError(NO_DATA)
+    if training and not train:
+        raise DataError(
+            "no training data given (only --validation-file): pass --train-file FILE, "
+            "--dataset NAME or --config"
+        )
+
+
 def check_files_exist(config: DataConfig) -> None:
-    """Fail early, before anything reads them, when configured data files are missing."""
+    """Fail early, before anything reads them, when no data is configured or configured
+    data files are missing."""
+    check_data_given(config)
     for option, files in (
         ("--train-file", config.train_file),
         ("--validation-file", config.validation_file),
@@ -125,7 +145,7 @@ def _raw_splits(
             raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
             sources[name] = given
     if not raw:
-        raise DataError("no data given: pass --train-file FILE, --dataset NAME or --config")
+        raise DataError(NO_DATA)
     return raw, sources
 
 

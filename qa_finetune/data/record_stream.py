@@ -29,7 +29,7 @@ from qa_finetune.data.records import (
     read_records,
 )
 from qa_finetune.files import check_file, read_text
-from qa_finetune.nesting import JsonDepth, parse_json
+from qa_finetune.nesting import JsonDepth, given_twice, parse_json
 
 # Rows per chunk of CSV and Parquet files; JSON is read in ijson's own buffer.
 CHUNK_ROWS = 10_000
@@ -147,13 +147,14 @@ def _json_document(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
     with _open_without_bom(path) as handle:
         first = _first_byte(handle)
         if first == b"[":
-            rows = ijson.items(handle, "item", use_float=True)
+            rows = ijson.items(_keys_once(ijson.parse(handle, use_float=True), path), "item")
             yield from rename_stream(_objects(rows, path), config, path)
             return
         if first != b"{":
             raise DataError(f"{path}: not a JSON object or list")  # replaced by read_records'
         # ijson builds the items in C; only "data"'s own items come out, one at a time.
-        items = ijson.items(handle, "data.item", use_float=True)
+        events = _keys_once(ijson.parse(handle, use_float=True), path)
+        items = ijson.items(events, "data.item")
         probe = list(islice(items, SQUAD_PROBE))
         if not probe and not _data_is_list(path):  # the whole file was parsed: it is JSON
             raise DataError(
@@ -164,6 +165,22 @@ def _json_document(path: Path, config: DataConfig) -> Iterator[dict[str, Any]]:
             yield from flatten_articles(rest, path)
         else:
             yield from rename_stream(_objects(rest, path), config, path)
+
+
+def _keys_once(events: Iterable[tuple[str, str, Any]], path: Path) -> Iterator[Any]:
+    """ijson's events, passed on; a key given twice in one object (ijson, as ``json``, would
+    keep the last in silence) is a ``DataError``."""
+    open_objects: list[set[str]] = []
+    for prefix, event, value in events:
+        if event == "map_key":
+            if value in open_objects[-1]:
+                raise DataError(given_twice(str(path), value))
+            open_objects[-1].add(value)
+        elif event == "start_map":
+            open_objects.append(set())
+        elif event == "end_map":
+            open_objects.pop()
+        yield prefix, event, value
 
 
 def _data_is_list(path: Path) -> bool:

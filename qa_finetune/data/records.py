@@ -55,10 +55,26 @@ def offset_problem(answers: Mapping[str, list[Any]], context: Any) -> str | None
     for text, start in zip(answers["text"], answers["answer_start"], strict=False):
         if not isinstance(text, str) or not text.strip() or start is None:
             continue  # no answer text (SQuAD v2 writes -1) or no offset: nothing to check
-        number = isinstance(start, Real) and not isinstance(start, bool)
-        if not number or not math.isfinite(start) or start != int(start) or not 0 <= start <= limit:
-            return f"answer_start {start!r} is not a character offset into the context"
+        if not _is_offset(start, limit):
+            return f"answer_start {_shown(start)} is not a character offset into the context"
     return None
+
+
+def _is_offset(start: Any, limit: float) -> bool:
+    """Whether ``start`` is a whole number in [0, limit]; an int is compared as it is (one of
+    4,000 digits is too large to become a float, which raised OverflowError)."""
+    if isinstance(start, bool) or not isinstance(start, Real):
+        return False
+    if isinstance(start, int):
+        return 0 <= start <= limit
+    return math.isfinite(start) and start == int(start) and 0 <= start <= limit
+
+
+def _shown(start: Any) -> str:
+    """``start`` as the message shows it: an integer too long to read back is named by size."""
+    if isinstance(start, int) and not isinstance(start, bool) and abs(start) >= 10**40:
+        return f"(an integer of {len(str(abs(start)))} digits)"
+    return repr(start)
 
 
 def _flatten_squad(payload: Mapping[str, Any], path: Path) -> Iterator[dict[str, Any]]:
@@ -147,6 +163,7 @@ def json_line(path: Path, line_number: int, line: str) -> dict[str, Any]:
         lambda exc: f"{path}:{line_number}: not valid JSON ({exc.msg}); fix the line or remove it",
         DataError,
         first_line=line_number,
+        keys_once=True,
     )
     if not isinstance(row, Mapping):
         raise DataError(f"{path}:{line_number}: each line must be a JSON object")
@@ -193,7 +210,7 @@ def read_records(path: Path, config: DataConfig) -> list[dict[str, Any]]:
     if suffix == ".json":
         text = read_text(path, "data file", error=DataError)
         try:
-            payload = parse_json(text, str(path), DataError)
+            payload = parse_json(text, str(path), DataError, keys_once=True)
         except json.JSONDecodeError as exc:
             if not _looks_like_json_lines(path, text):
                 raise DataError(

@@ -25,7 +25,7 @@ from qa_finetune.runs.lookup import run_dir_of
 from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import CHECKPOINT_DIR, EVAL_DIR, TENSORBOARD_DIR, RunPaths
 from qa_finetune.runs.targets import refuse_link
-from qa_finetune.staged_folders import staged_folder
+from qa_finetune.staged_folders import has_no_write_bits, staged_folder
 
 log = logging.getLogger(__name__)
 # What a copy of a run leaves behind: training state and reports of the original.
@@ -58,7 +58,8 @@ def calibrate(
 
     source = run_of(resolve_model_dir(model_ref), model_ref)
     target = source if output is None else Path(output)
-    _check_target(source, target, overwrite)
+    # An --output is always a new folder, even one naming the run itself.
+    _check_target(source, None if output is None else target, overwrite)
     with tempfile.TemporaryDirectory(prefix="qa-finetune-calibrate-") as report:
         metrics = evaluate_model(
             str(source),
@@ -71,6 +72,7 @@ def calibrate(
             rule_mode=mode,
             question_negatives=question_negatives,
         )
+    _check_unanswerable(metrics, data)
     choice = metrics["no_answer_rule_choice"]
     rule = NoAnswerRule.from_dict(choice["rule"], "the held-out evaluation")
     chosen_on = f"{metrics['data']} ({metrics['total']} questions)"
@@ -96,16 +98,28 @@ def run_of(model_dir: Path, given: str) -> Path:
     return run_dir
 
 
-def _check_target(source: Path, target: Path, overwrite: bool) -> None:
-    """Refuse to replace a rule without ``overwrite``, and any existing ``--output``."""
-    if target == source:
+def _check_unanswerable(metrics: dict[str, Any], data: str) -> None:
+    """Refuse to choose a rule on questions that all have an answer: nothing there tells
+    when to abstain, and the rule chosen would be saved as if it did."""
+    if metrics.get("NoAns_total", 1) == 0:
+        raise QAFinetuneError(
+            f"{data}: none of its {metrics['total']} questions is without an answer, so no "
+            "no-answer rule can be chosen on it: pass --question-negatives 0.3 to add some, "
+            "or data with unanswerable questions (SQuAD v2 style)"
+        )
+
+
+def _check_target(source: Path, target: Path | None, overwrite: bool) -> None:
+    """Refuse to replace a rule without ``overwrite``, and any existing ``--output``
+    (``target``; None: the run itself)."""
+    if target is None:
         existing = RunPaths(source).no_answer_rule
         if existing.exists() and not overwrite:
             raise QAFinetuneError(
                 f"{existing} exists: pass --overwrite to replace the run's rule, or --output "
                 "NEW_RUN to calibrate a copy"
             )
-        if not os.access(source, os.W_OK):
+        if not os.access(source, os.W_OK) or has_no_write_bits(source):  # root: the bits
             raise QAFinetuneError(
                 f"{source} is read-only: pass --output NEW_RUN to calibrate a copy of the run"
             )

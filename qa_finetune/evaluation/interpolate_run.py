@@ -68,6 +68,33 @@ def _copy_files(source: Path, staging: Path) -> None:
             shutil.copy2(source / name, staging / name)
 
 
+def _rule_data(tuned: Path, config: Any, held_out: str | None) -> str | None:
+    """The questions that choose the new run's no-answer rule: ``held_out``, else the run's
+    validation file; a ``held_out`` that is missing, or that would choose nothing (a run
+    that never answers "no answer"), is refused rather than ignored."""
+    if held_out is not None and not Path(held_out).is_file():
+        raise QAFinetuneError(
+            f"held-out file {held_out} not found: check the path given to --held-out"
+        )
+    if held_out is not None and not config.data.allow_no_answer:  # it would choose nothing
+        raise QAFinetuneError(
+            f"--held-out chooses a no-answer rule, but {tuned} never answers 'no answer' "
+            "(data.allow_no_answer is off): drop --held-out"
+        )
+    rule_data = held_out or config.data.validation_file
+    if config.data.allow_no_answer and not rule_data:
+        raise QAFinetuneError(
+            f"{tuned} answers 'no answer' but has no validation file to choose the new "
+            "weights' rule on: pass --held-out FILE (questions it was not trained on)"
+        )
+    if rule_data and config.data.allow_no_answer and not Path(rule_data).is_file():
+        raise QAFinetuneError(
+            f"held-out file {rule_data} not found (run from the folder {tuned} was trained in, "
+            "or pass --held-out FILE)"
+        )
+    return rule_data
+
+
 def interpolate_run(
     tuned_ref: str,
     weight: float,
@@ -92,17 +119,7 @@ def interpolate_run(
     check_new_output(output, tuned)
     base = base_of(tuned, base_ref)
     config = load_run_config(tuned)
-    rule_data = held_out or config.data.validation_file
-    if config.data.allow_no_answer and not rule_data:
-        raise QAFinetuneError(
-            f"{tuned} answers 'no answer' but has no validation file to choose the new "
-            "weights' rule on: pass --held-out FILE (questions it was not trained on)"
-        )
-    if rule_data and config.data.allow_no_answer and not Path(rule_data).is_file():
-        raise QAFinetuneError(
-            f"held-out file {rule_data} not found (run from the folder {tuned} was trained in, "
-            "or pass --held-out FILE)"
-        )
+    rule_data = _rule_data(tuned, config, held_out)
     if not has_trained_qa_head(base):
         raise QAFinetuneError(
             f"the base {base} has no trained question-answering head (a bare encoder): pass "

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from qa_finetune.errors import QAFinetuneError
@@ -27,26 +27,37 @@ from qa_finetune.serving.middleware import BodyGuard
 Proposer = Callable[[str, str, int], list[dict[str, Any]]]
 BODY_LIMIT = 64 * 1024  # a question and a span's offsets; documents are never uploaded
 READ_TIMEOUT = 30.0
+# Each field takes its own JSON type only: ``true`` is not the number 1 (pydantic's lax mode
+# would convert it in silence), nor "3" a number.
+STRICT = ConfigDict(strict=True)
 
 
 class Span(BaseModel):
+    model_config = STRICT
+
     text: str = Field(description="Exactly document[answer_start:answer_start + len(text)].")
     answer_start: int = Field(ge=0, description="Character (code point) offset in the document.")
 
 
 class NewQuestion(BaseModel):
+    model_config = STRICT
+
     document: int = Field(ge=0, description="The document's number in GET /api/documents.")
     question: str
     answer: Span | None = Field(None, description="None: the question is unanswerable.")
 
 
 class Edit(BaseModel):
+    model_config = STRICT
+
     revision: int = Field(description="The revision the edit was made from.")
     question: str
     answer: Span | None = None
 
 
 class Proposal(BaseModel):
+    model_config = STRICT
+
     document: int = Field(ge=0)
     question: str
     top_k: int = Field(3, ge=1, le=10)

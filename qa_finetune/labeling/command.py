@@ -57,7 +57,7 @@ def run_label(
     port: int = 8001,
 ) -> None:
     """Serve the labeling page until SIGTERM or Ctrl-C."""
-    from qa_finetune.serving.command import require_serve_extra
+    from qa_finetune.serving.command import _check_port, require_serve_extra
 
     require_serve_extra()
     import uvicorn
@@ -65,8 +65,8 @@ def run_label(
     from qa_finetune.labeling.app import create_label_app
     from qa_finetune.serving.uvicorn_config import run_until_sigterm
 
-    if not 1 <= port <= 65535:
-        raise QAFinetuneError(f"--port must be 1 to 65535, got {port}")
+    # A port in use fails before the output, its journal or its lock is made (serve's check).
+    _check_port(host, port)
     store = open_store(paths, output)  # bad documents fail before a (slow) model load
     try:
         proposer = proposer_for(model, backend) if model else None

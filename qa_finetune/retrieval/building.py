@@ -25,6 +25,7 @@ from qa_finetune.documents.reading import (
 )
 from qa_finetune.documents.squad_contexts import squad_contexts
 from qa_finetune.documents.walking import FoundFile, find_documents
+from qa_finetune.files import name_as_text
 from qa_finetune.retrieval import index_files
 from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer, library_version
 from qa_finetune.retrieval.passages import DEFAULT_MAX_WORDS, split_passages
@@ -146,7 +147,7 @@ def _records_of(
             index_files.DocumentRecord(
                 name,
                 file.name,
-                str(file.path.resolve()),
+                name_as_text(str(file.path.resolve())),  # a JSON line holds no surrogate
                 stat.st_size,
                 stat.st_mtime_ns,
                 digest,

@@ -79,6 +79,12 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise RetrievalError(
             f"{path} is damaged: rebuild the index with qa-finetune index"
         ) from None
+    if isinstance(found, bool) or not isinstance(found, int):
+        shown = f"{type(found).__name__} {found!r}" if len(repr(found)) <= 20 else "not a number"
+        raise RetrievalError(
+            f"{path} is damaged (its format is {shown}, not a whole number): rebuild the index "
+            "with qa-finetune index"
+        )
     if found != FORMAT:
         raise RetrievalError(
             f"{folder} was written by another version of qa-finetune (index format {found}; "
@@ -97,6 +103,10 @@ def read_documents(folder: Path) -> Iterator[DocumentRecord]:
     except FileNotFoundError:
         raise RetrievalError(
             f"{path} is missing: rebuild the index with qa-finetune index"
+        ) from None
+    except UnicodeDecodeError:  # bytes appended or overwritten: damaged as a cut line is
+        raise RetrievalError(
+            f"{path} is damaged (not UTF-8): rebuild the index with qa-finetune index"
         ) from None
 
 

@@ -23,6 +23,7 @@ from qa_finetune.runs.paths import (
     TENSORBOARD_DIR,
     RunPaths,
 )
+from qa_finetune.staged_folders import refuse_read_only
 
 
 def run_directory(config: Config) -> Path:
@@ -131,6 +132,7 @@ def _check_replaceable(run_dir: Path) -> None:
 
 def check_claimable(run_dir: Path, resume: bool, overwrite: bool) -> None:
     """Refuse early (before any data or model is loaded) what ``claim_run_directory`` would."""
+    refuse_read_only(run_dir, "--run-name")
     if resume:
         if not has_checkpoint(run_dir):
             raise QAFinetuneError(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs.paths import PREPARE_REPORT_FILE, RunPaths
+from qa_finetune.staged_folders import refuse_read_only
 
 # Written into every folder `qa-finetune export` makes; holds the format.
 EXPORT_MARKER = ".qa-finetune-export"
@@ -94,6 +95,7 @@ def check_replaceable(
         )
     if folder.is_symlink() or not folder.is_dir():
         raise QAFinetuneError(f"{folder} is not a folder: choose a new {fix} folder")
+    refuse_read_only(folder, fix)
     if not any(folder.iterdir()):
         return
     if not known and not has_marker(folder, marker):

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import check_file
@@ -38,6 +38,7 @@ OFF = "feedback is off on this server: start it with `serve --feedback-file FILE
 
 
 class Span(BaseModel):
+    model_config = ConfigDict(strict=True)  # offsets are JSON integers, not true or "3"
     text: str = Field(description="Exactly context[start:end].")
     start: int = Field(ge=0, description="Character offset in the context.")
     end: int = Field(ge=0, description="Character offset just past the span.")

@@ -2,9 +2,9 @@
 
 FastAPI parses a body with ``json.loads`` and answers 400 ``{"detail"}`` for whatever that
 raises besides a syntax error: a ``RecursionError`` for a body nested some thousand levels
-deep, a ``ValueError`` for an integer of more than 4,300 digits. Parsed here instead, they
-are syntax errors to FastAPI, so the app's handler answers them as it answers malformed JSON:
-422 with one ``error`` line.
+deep, a ``ValueError`` for an integer of more than 4,300 digits or bytes that are not UTF-8.
+Parsed here instead, they are syntax errors to FastAPI, so the app's handler answers them as
+it answers malformed JSON: 422 with one ``error`` line.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ class CheckedJSONRequest(Request):
                 self._json = parse_json(body, "body", first_line=None)
             except QAFinetuneError as exc:
                 raise json.JSONDecodeError(str(exc).removeprefix("body: "), "", 0) from None
+            except UnicodeDecodeError as exc:  # a ValueError FastAPI answers with 400
+                where = f"byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+                message = f"not UTF-8 ({where}): send the body as UTF-8 JSON"
+                raise json.JSONDecodeError(message, "", 0) from None
         return self._json
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from qa_finetune.inference.open_answers import DEFAULT_TOP_PASSAGES
 
 
 class AnswerRequest(BaseModel):
     """One question about one context."""
+
+    # Each field takes its own JSON type only: ``"top_k": true`` is not 1 nor
+    # ``"allow_no_answer": 1`` true (pydantic's lax mode would convert them in silence).
+    model_config = ConfigDict(strict=True)
 
     question: str = Field(description="The question.", examples=["Who designed the bridge?"])
     context: str = Field(

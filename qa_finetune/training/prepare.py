@@ -158,6 +158,7 @@ def _build_cache(
     """Load, window and save the features into ``cache_dir``. Examples and windows stream
     through Arrow files in the staging folder, so memory does not grow with the data; on any
     failure the staging folder is removed and nothing else on disk changes."""
+    made = _missing_folders(cache_dir.parent)
     staging = staging_dir(cache_dir)
     try:
         loaded = load_data(config.data, seed=config.train.seed, work_dir=staging / WORK_DIR)
@@ -178,9 +179,29 @@ def _build_cache(
         )
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        _remove_if_empty(made)
         if isinstance(exc, Exception) and is_disk_full(exc):
             raise disk_full_error(cache_dir.parent) from None
         raise
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Undo the folders a failed build made (deepest first): data that fails to load leaves
+    nothing on disk, not an empty ``features/`` under a new ``--output-dir``."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (another process wrote there) or gone: leave it
 
 
 def prepare(

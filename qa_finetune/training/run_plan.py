@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config
+from qa_finetune.data.loading import check_data_given
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.training import checkpoints, init_from
@@ -78,6 +79,7 @@ def plan_run(
     check_threshold_tuning(config)
     check_layer_decay(config.train.layer_lr_decay, checked.model_dir)
     check_weight_average(config)
+    check_data_given(config.data, training=True)  # before features/ is made for it
     start = "resume" if resume else "overwrite" if overwrite else "fresh"
     return RunPlan(config, run_dir, start, checked, parent, method)
 
