@@ -241,8 +241,7 @@ class TrainConfig:
         yield 0 <= warmup < 1, "train.warmup_ratio", f"must be in [0, 1), got {warmup}"
         norm = self.max_grad_norm
         yield norm is None or norm > 0, "train.max_grad_norm", f"must be > 0 or null, got {norm}"
-        seed_error = seed_problem(self.seed)
-        yield seed_error is None, "train.seed", seed_error or ""
+        yield seed_problem(self.seed) is None, "train.seed", seed_problem(self.seed) or ""
         yield choice("train.mixed_precision", self.mixed_precision, ("auto", "on", "off"))
         yield choice("train.strategy", self.strategy, _STRATEGIES)
         yield choice("train.lr_schedule", self.lr_schedule, ("linear", "constant"))
