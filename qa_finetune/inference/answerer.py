@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import InferenceConfig
+from qa_finetune.decoding.confidence import Calibration
+from qa_finetune.decoding.confident_answer import with_confidence
 from qa_finetune.decoding.no_answer import abstains, rank_answers
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.spans import Predictions, null_score, postprocess_predictions
@@ -57,6 +59,8 @@ class QuestionAnswerer:
     # The folder the model was loaded from (None when built in memory): a run's records,
     # such as whether it was trained with questions that have no answer, are found from it.
     model_dir: Path | None = None
+    # How the first answer gets its ``confidence`` (decoding.confidence); None: uncalibrated.
+    calibration: Calibration | None = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -77,6 +81,7 @@ class QuestionAnswerer:
             loaded.profile,
             loaded.rule,
             loaded.model_dir,
+            loaded.calibration,
         )
 
     def answer(
@@ -86,7 +91,9 @@ class QuestionAnswerer:
         top_k: int = 1,
         allow_no_answer: bool = False,
     ) -> list[dict[str, Any]]:
-        """The ``top_k`` best answers: ``{answer, score, start, end}``, best first.
+        """The ``top_k`` best answers: ``{answer, score, start, end}``, best first; a
+        calibrated model adds the first answer's ``confidence`` (below the settings'
+        ``min_confidence``: "not sure", ``decoding.confident_answer``).
 
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
         candidates (and the "no answer" candidate with ``allow_no_answer``, returned
@@ -167,7 +174,12 @@ class QuestionAnswerer:
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
                 score = predictions.no_answer_score.get(example_id, np.inf)
                 abstain = bool(abstains(score, threshold))
-            results.append(rank_answers(candidates, top_k, null, threshold, abstain))
+            ranked = rank_answers(candidates, top_k, null, threshold, abstain)
+            if self.calibration is not None:
+                signals = predictions.signals.get(example_id)
+                minimum = self.settings.min_confidence
+                ranked = with_confidence(ranked, signals, self.calibration, minimum)
+            results.append(ranked)
         return results
 
     def predictions(
