@@ -13,12 +13,14 @@ from qa_finetune.cli.options import (
     BackendOption,
     DatasetOption,
     MaxLengthOption,
+    MinConfidenceOption,
     ModelOption,
     NoAnswerThresholdOption,
     PassesOption,
     QuantizedOption,
     QuestionNegativesOption,
     StrideOption,
+    check_min_confidence,
     check_passes,
     check_threshold,
     friendly_errors,
@@ -104,11 +106,13 @@ def evaluate(
     passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
+    min_confidence: MinConfidenceOption = None,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     check_threshold(no_answer_threshold)
+    check_min_confidence(min_confidence)
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
@@ -117,6 +121,7 @@ def evaluate(
         model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
         model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
         model_flags.update(passes=passes, question_negatives=question_negatives or None)
+        model_flags.update(min_confidence=min_confidence)
         _check_predictions_alone(**model_flags)
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
@@ -128,6 +133,11 @@ def evaluate(
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
+        if min_confidence is not None:
+            raise QAFinetuneError(
+                "--min-confidence is not applied by --open: drop it (the confidence of "
+                "answers from many passages is not calibrated)"
+            )
         _evaluate_open(
             model, where, allow_no_answer, max_samples, top_passages, question_negatives, loading
         )
@@ -135,6 +145,7 @@ def evaluate(
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples)
+    settings["min_confidence"] = min_confidence
     evaluate_model(model, **where, **loading, **settings, question_negatives=question_negatives)
 
 

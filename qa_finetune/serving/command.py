@@ -101,7 +101,11 @@ def _check_backend(backend: str) -> None:
 
 
 def load_answerer(
-    reference: str, backend: str, max_batch: int | None, quantized: bool = False
+    reference: str,
+    backend: str,
+    max_batch: int | None,
+    quantized: bool = False,
+    min_confidence: float | None = None,
 ) -> Any:
     """The shared answerer: the run's decoding settings, batches of up to ``max_batch``
     windows; None: the size measured fastest on this machine (``UNMEASURED_MAX_BATCH`` when
@@ -119,6 +123,7 @@ def load_answerer(
         backend=backend,
         tune_batch=max_batch is None,
         quantized=quantized,
+        min_confidence=min_confidence,
     )
     if answerer.profile is not None:
         # Measured: a server's pass may hold as many windows as batch best at any measured
@@ -149,7 +154,9 @@ def build_app(
 
     passes = settings.passes or default_passes()
     threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
-    answerer = load_answerer(reference, backend, settings.max_batch, quantized)
+    answerer = load_answerer(
+        reference, backend, settings.max_batch, quantized, settings.min_confidence
+    )
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
     log.info(
         "serving with --max-batch %d, --passes %d (%d thread%s each)",
@@ -197,6 +204,7 @@ def serve(
     cors_origins: tuple[str, ...] = (),
     feedback_per_minute: int = 60,
     index: Path | None = None,
+    min_confidence: float | None = None,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized``: its int8 ONNX model; ``index``: documents for requests without a context."""
@@ -221,6 +229,7 @@ def serve(
         cors_origins=tuple(cors_origins),
         access_log=access_log,
         index=str(Path(index).resolve()) if index is not None else None,
+        min_confidence=min_confidence,
     )
     _check_limits(settings, workers, max_connections)
     _check_backend(backend)
