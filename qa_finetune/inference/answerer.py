@@ -7,6 +7,7 @@ longest window: short windows do not pay for long ones.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,16 @@ class QuestionAnswerer:
             loaded.model_dir,
             loaded.calibration,
         )
+
+    def answer_below(self, min_confidence: float | None) -> None:
+        """Answer "not sure" below ``min_confidence`` (None: the settings' own minimum);
+        a model without a calibration cannot, and says so."""
+        if min_confidence is None:
+            return
+        from qa_finetune.modeling.for_answering import check_min_confidence
+
+        check_min_confidence(min_confidence, self.calibration, self.model_dir or Path("model"))
+        self.settings = dataclasses.replace(self.settings, min_confidence=min_confidence)
 
     def answer(
         self,

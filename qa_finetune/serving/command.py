@@ -101,11 +101,7 @@ def _check_backend(backend: str) -> None:
 
 
 def load_answerer(
-    reference: str,
-    backend: str,
-    max_batch: int | None,
-    quantized: bool = False,
-    min_confidence: float | None = None,
+    reference: str, backend: str, max_batch: int | None, quantized: bool = False
 ) -> Any:
     """The shared answerer: the run's decoding settings, batches of up to ``max_batch``
     windows; None: the size measured fastest on this machine (``UNMEASURED_MAX_BATCH`` when
@@ -123,7 +119,6 @@ def load_answerer(
         backend=backend,
         tune_batch=max_batch is None,
         quantized=quantized,
-        min_confidence=min_confidence,
     )
     if answerer.profile is not None:
         # Measured: a server's pass may hold as many windows as batch best at any measured
@@ -154,9 +149,8 @@ def build_app(
 
     passes = settings.passes or default_passes()
     threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
-    answerer = load_answerer(
-        reference, backend, settings.max_batch, quantized, settings.min_confidence
-    )
+    answerer = load_answerer(reference, backend, settings.max_batch, quantized)
+    answerer.answer_below(settings.min_confidence)
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
     log.info(
         "serving with --max-batch %d, --passes %d (%d thread%s each)",
