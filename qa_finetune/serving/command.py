@@ -152,13 +152,8 @@ def build_app(
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
     answerer.answer_below(settings.min_confidence)
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
-    log.info(
-        "serving with --max-batch %d, --passes %d (%d thread%s each)",
-        settings.max_batch,
-        passes,
-        threads,
-        "" if threads == 1 else "s",
-    )
+    shown = (settings.max_batch, passes, threads, "" if threads == 1 else "s")
+    log.info("serving with --max-batch %d, --passes %d (%d thread%s each)", *shown)
     service = AnswerService(answerer, settings, retriever=index or open_index(settings.index))
     return create_app(service, resolve_model_dir(reference))
 
