@@ -112,9 +112,9 @@ def evaluate(
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
     check_threshold(no_answer_threshold)
-    check_min_confidence(min_confidence)
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book)
+    _check_min_confidence(min_confidence, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
@@ -133,11 +133,6 @@ def evaluate(
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
-        if min_confidence is not None:
-            raise QAFinetuneError(
-                "--min-confidence is not applied by --open: drop it (the confidence of "
-                "answers from many passages is not calibrated)"
-            )
         _evaluate_open(
             model, where, allow_no_answer, max_samples, top_passages, question_negatives, loading
         )
@@ -171,6 +166,15 @@ def _evaluate_open(
         **loading,
     )
     typer.echo(open_table(metrics))
+
+
+def _check_min_confidence(min_confidence: float | None, open_book: bool) -> None:
+    check_min_confidence(min_confidence)
+    if open_book and min_confidence is not None:
+        raise QAFinetuneError(
+            "--min-confidence is not applied by --open: drop it (the confidence of answers "
+            "chosen across passages is not calibrated)"
+        )
 
 
 def _check_data(
