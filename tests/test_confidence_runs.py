@@ -68,6 +68,12 @@ def test_calibrate_saves_the_calibration_with_its_provenance(calibrated: Path) -
     assert len(calibration.warnings) == 2
     metrics = json.loads((calibrated / "metrics.json").read_text())
     assert metrics["calibration_method"] == calibration.method
+    assert metrics["no_answer_rule_warnings"] == [
+        "the no-answer threshold was chosen on 58 held-out questions (fewer than 200): it may "
+        "refuse questions it should answer, or the reverse",
+        "only 23 held-out questions without an answer chose the no-answer threshold (fewer "
+        "than 40)",
+    ]
     assert not (calibrated.parent / "run" / "calibration.json").exists()
 
 
@@ -267,3 +273,36 @@ def test_the_config_key_is_checked_like_the_flag() -> None:
     assert str(error.value) == (
         "config key 'inference.min_confidence': must be between 0 and 1, got 2.0"
     )
+
+
+def test_answers_from_an_index_carry_their_confidence(calibrated: Path, tmp_path: Path) -> None:
+    from qa_finetune.retrieval.building import IndexSettings, build_index
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "bridge.txt").write_text(
+        "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931.", encoding="utf-8"
+    )
+    build_index([docs], tmp_path / "index", IndexSettings(max_words=40))
+    common = ["Who designed the bridge?", "--index", str(tmp_path / "index")]
+    common += ["--model", str(calibrated)]
+    plain = CliRunner().invoke(app, ["ask", *common, "--json"])
+    assert plain.exit_code == 0, plain.output
+    item = json.loads(plain.stdout)
+    assert 0 < item["confidence"] < 1 and item["answer"]
+    strict = CliRunner().invoke(app, ["ask", *common, "--json", "--min-confidence", "1"])
+    strict = json.loads(strict.stdout)
+    assert strict["not_sure"] is True and strict["answer"] == ""
+    assert strict["confidence"] == item["confidence"]
+    assert strict["best_candidate"] == {k: item[k] for k in ("answer", "start", "end")}
+    shown = CliRunner().invoke(app, ["ask", *common]).stdout.splitlines()[0]
+    assert shown.startswith(f"{item['answer']}  (confidence ")
+
+
+def test_the_model_card_says_where_the_confidence_came_from(calibrated: Path) -> None:
+    from qa_finetune.publish.model_card import build_model_card
+
+    card = build_model_card(calibrated, "me/tiny")
+    assert f"fitted on {UNANSWERABLE} (58 questions, 40% without an answer)" in card
+    assert "- Calibration warning: fitted on 58 held-out questions (fewer than 200)" in card
+    assert "- No-answer rule warning: the no-answer threshold was chosen on 58" in card

@@ -75,5 +75,5 @@ def calibrate(
     )
     if done.calibration is not None:
         typer.echo(f"confidence: {done.calibration.describe()}")
-        for warning in done.calibration.warnings:
-            typer.echo(f"warning: {warning}", err=True)
+    for warning in done.warnings:
+        typer.echo(f"warning: {warning}", err=True)

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ class Calibrated:
     saved: SavedRule
     metrics: dict[str, Any]
     calibration: Calibration | None = None
+    # Too few held-out questions (or too few without an answer) to trust the choice.
+    warnings: list[str] = field(default_factory=list)
 
 
 def calibrate(
@@ -82,17 +84,18 @@ def calibrate(
     chosen_on = f"{metrics['data']} ({metrics['total']} questions)"
     saved = SavedRule(rule, float(choice["threshold"]), chosen_on, choice["compared"])
     calibration = fitted_calibration(metrics)
+    warnings = [*choice.get("warnings", []), *calibration.warnings]
     if output is None:
-        _save(target, saved, calibration)
+        _save(target, saved, calibration, choice.get("warnings", []))
     else:
         with staged_folder(target) as staging:
             _copy_run(source, staging)
-            _save(staging, saved, calibration)
+            _save(staging, saved, calibration, choice.get("warnings", []))
     log.info("no-answer rule: %s, threshold %.4f (%s)", rule.describe(), saved.threshold, target)
     log.info("confidence: %s", calibration.describe())
-    for warning in calibration.warnings:
+    for warning in warnings:
         log.warning("warning: %s", warning)
-    return Calibrated(target, saved, metrics, calibration)
+    return Calibrated(target, saved, metrics, calibration, warnings)
 
 
 def fitted_calibration(metrics: dict[str, Any]) -> Calibration:
@@ -160,7 +163,9 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _save(run_dir: Path, saved: SavedRule, calibration: Calibration) -> None:
+def _save(
+    run_dir: Path, saved: SavedRule, calibration: Calibration, rule_warnings: list[str]
+) -> None:
     """The rule and calibration files, and ``metrics.json`` saying which rule, threshold and
     calibration the run uses."""
     from qa_finetune.nesting import load_json
@@ -181,6 +186,7 @@ def _save(run_dir: Path, saved: SavedRule, calibration: Calibration) -> None:
         no_answer_threshold=saved.threshold,
         no_answer_threshold_f1=saved.compared.get(saved.rule.kind, {}).get("f1"),
         no_answer_rule_chosen_on=saved.chosen_on,
+        no_answer_rule_warnings=rule_warnings,
         **{RECORDED_KEY: calibration.method},
     )
     write_json(path, metrics)

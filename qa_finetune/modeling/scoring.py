@@ -46,7 +46,7 @@ def feature_offsets(features: Any, length: int) -> np.ndarray:
 def rule_choice(predictions: Any, gold: Mapping[str, list[str]], mode: str) -> dict[str, Any]:
     """The no-answer rule and threshold ``gold``'s questions choose, as JSON-ready values:
     ``rule``, ``threshold``, ``compared`` (each candidate's F1 and AUC) and ``reason``."""
-    from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule
+    from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule, rule_size_warnings
 
     choice = choose_no_answer_rule(predictions, gold, mode)
     return {
@@ -54,6 +54,7 @@ def rule_choice(predictions: Any, gold: Mapping[str, list[str]], mode: str) -> d
         "threshold": choice.threshold,
         "compared": choice.compared,
         "reason": choice.reason,
+        "warnings": rule_size_warnings(gold),
     }
 
 

@@ -3,16 +3,32 @@ any warning its fit gave (too few held-out questions, or too few without an answ
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from qa_finetune.decoding.confidence import CORRECT_MEANS, CalibrationError
 from qa_finetune.runs.calibration_file import read_calibration
+from qa_finetune.runs.paths import RunPaths
 
 
 def confidence_lines(run_dir: Path) -> list[str]:
     """Bullet lines for "Intended use and limitations"."""
+    return _rule_warnings(Path(run_dir)) + _calibration_lines(Path(run_dir))
+
+
+def _rule_warnings(run_dir: Path) -> list[str]:
+    """What ``calibrate`` or training warned about the held-out part that chose the rule."""
     try:
-        calibration = read_calibration(Path(run_dir))
+        metrics = json.loads(RunPaths(run_dir).metrics.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found = metrics.get("no_answer_rule_warnings") if isinstance(metrics, dict) else None
+    return [f"- No-answer rule warning: {w}." for w in found] if isinstance(found, list) else []
+
+
+def _calibration_lines(run_dir: Path) -> list[str]:
+    try:
+        calibration = read_calibration(run_dir)
     except CalibrationError:
         calibration = None
     if calibration is None:

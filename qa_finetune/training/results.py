@@ -209,6 +209,9 @@ def finish(
         metrics["no_answer_threshold"] = saved.threshold
         metrics["no_answer_threshold_f1"] = choice["compared"][saved.rule.kind]["f1"]
         metrics.update(save_calibration(run_dir, kept.get("calibration_choice") or {}))
+        metrics["no_answer_rule_warnings"] = choice.get("warnings", [])
+        for warning in metrics["no_answer_rule_warnings"]:
+            log.warning("warning: %s", warning)
     metrics.update(method_record or {})  # e.g. a distilled run's method, teacher and layers
     parent = config.parent.recorded()
     if parent is not None:
