@@ -72,7 +72,7 @@ def test_calibrate_saves_the_calibration_with_its_provenance(calibrated: Path) -
         "the no-answer threshold was chosen on 58 held-out questions (fewer than 200): it may "
         "refuse questions it should answer, or the reverse",
         "only 23 held-out questions without an answer chose the no-answer threshold (fewer "
-        "than 40)",
+        "than 30)",
     ]
     assert not (calibrated.parent / "run" / "calibration.json").exists()
 

@@ -34,10 +34,12 @@ from qa_finetune.decoding.spans import Predictions
 from qa_finetune.metrics import normalize_answer, v2_question_scores
 
 FOLDS = 5
-# Below these the fit is kept but flagged (BENCHMARKS section 18 measures how a calibration
-# fitted on fewer questions scores on the rest of its set).
+# Below these the fit is kept but flagged. Measured (BENCHMARKS section 18): fitted on 200
+# questions drawn from a held-out set, the ECE on the rest was within 0.01 of a fit on 800 on
+# the general and review sets (with about 30 unanswerable in the general draws), while 100
+# or fewer drawn from SQuAD v2.0 dev missed by 0.1 at the median.
 MIN_QUESTIONS = 200
-MIN_UNANSWERABLE = 40
+MIN_UNANSWERABLE = 30
 # Temperature search bounds (on 1/T): a reader whose score ranks wrong above right answers
 # gets the flattest allowed temperature rather than a negative one.
 _INVERSE_T = (1e-3, 1e3)

@@ -109,11 +109,13 @@ def _plot(
     fig.savefig(folder / "reliability.png", dpi=100)
     plt.close(fig)
     fig, axis = plt.subplots(figsize=(6, 4.5))
-    for name, values in judged.items():
+    for number, (name, values) in enumerate(judged.items()):
         curve = risk_coverage(values, held.correct, held.f1)
         area = figures[name]["risk_coverage_area"]
-        axis.plot(curve["coverage"], curve["accuracy"], label=f"{name}: accuracy (AURC {area:.3f})")
-        axis.plot(curve["coverage"], curve["f1"], ":", label=f"{name}: F1")
+        shown = {"color": f"C{number}"}  # one colour per number judged, F1 dotted
+        label = f"{name}: accuracy (AURC {area:.3f})"
+        axis.plot(curve["coverage"], curve["accuracy"], label=label, **shown)
+        axis.plot(curve["coverage"], curve["f1"], ":", label=f"{name}: F1", **shown)
     axis.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="share answered", ylabel="of those answered")
     axis.legend(loc="lower left")
     fig.tight_layout()
