@@ -203,11 +203,12 @@ def evaluate_model(
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 
 
-def _answering_settings(loaded: Any, quantized: bool, passes: int) -> dict[str, Any]:
-    """The backend, windows, batches and decoding the scores were made with."""
+def _answering_settings(loaded: Any, quantized: bool, passes: int | None = None) -> dict[str, Any]:
+    """The backend, windows and decoding the scores were made with (with ``passes``: the
+    batches too)."""
+    batches = {} if passes is None else {"batch_size": loaded.settings.batch_size, "passes": passes}
     return {
-        "batch_size": loaded.settings.batch_size,
-        "passes": passes,
+        **batches,
         "backend": loaded.backend,
         "quantized": quantized,
         "max_length": loaded.spec.max_length,
