@@ -306,3 +306,30 @@ def test_the_model_card_says_where_the_confidence_came_from(calibrated: Path) ->
     assert f"fitted on {UNANSWERABLE} (58 questions, 40% without an answer)" in card
     assert "- Calibration warning: fitted on 58 held-out questions (fewer than 200)" in card
     assert "- No-answer rule warning: the no-answer threshold was chosen on 58" in card
+
+
+def test_the_savedmodel_export_carries_the_calibration_too(calibrated: Path) -> None:
+    from qa_finetune.publish.export import export_run
+
+    folder = export_run(calibrated, "savedmodel")
+    exported = json.loads((folder / "qa_config.json").read_text())
+    assert exported["calibration"] == json.loads((calibrated / "calibration.json").read_text())
+
+
+def test_evaluate_counts_not_sure_answers_as_abstentions(calibrated: Path, tmp_path: Path) -> None:
+    from qa_finetune.evaluation.evaluate import evaluate_model
+
+    report = tmp_path / "eval"
+    metrics = evaluate_model(
+        str(calibrated),
+        str(UNANSWERABLE),
+        None,
+        report_dir=report,
+        allow_no_answer=True,
+        min_confidence=1.0,
+    )
+    assert metrics["min_confidence"] == 1.0 and metrics["not_sure"] == 58
+    predictions = json.loads((report / "predictions.json").read_text())
+    assert set(predictions.values()) == {""}
+    # Abstaining on all: right exactly on the 23 questions without an answer.
+    assert metrics["exact_match"] == pytest.approx(100 * 23 / 58)
