@@ -333,3 +333,17 @@ def test_evaluate_counts_not_sure_answers_as_abstentions(calibrated: Path, tmp_p
     assert set(predictions.values()) == {""}
     # Abstaining on all: right exactly on the 23 questions without an answer.
     assert metrics["exact_match"] == pytest.approx(100 * 23 / 58)
+
+
+def test_ask_batch_writes_the_same_confidence(calibrated: Path, tmp_path: Path) -> None:
+    _, pairs = _pairs()
+    batch = tmp_path / "questions.jsonl"
+    lines = [json.dumps({"question": q, "context": c}) for q, c in pairs[:4]]
+    batch.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    answers = tmp_path / "answers.jsonl"
+    command = ["ask", "--batch", str(batch), "--model", str(calibrated), "--allow-no-answer"]
+    result = CliRunner().invoke(app, [*command, "--output", str(answers)])
+    assert result.exit_code == 0, result.output
+    written = [json.loads(line) for line in answers.read_text().splitlines()]
+    asked = _confidences(calibrated)[:4]
+    assert [w["confidence"] for w in written] == pytest.approx(asked, abs=1e-6)
