@@ -187,10 +187,13 @@ def test_a_run_without_calibration_keeps_its_score_and_says_so(
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "nan"])
 def test_a_min_confidence_outside_0_to_1_is_one_line(value: str, calibrated: Path) -> None:
-    for command in (["ask", "Who?", "--context", "Text."], ["evaluate", "--data", "x.json"]):
-        result = CliRunner().invoke(
-            app, [*command, "--model", str(calibrated), "--min-confidence", value]
-        )
+    commands = (
+        ["ask", "Who?", "--context", "Text.", "--model", str(calibrated)],
+        ["evaluate", "--data", "x.json", "--model", str(calibrated)],
+        ["serve", str(calibrated)],
+    )
+    for command in commands:
+        result = CliRunner().invoke(app, [*command, "--min-confidence", value])
         assert result.exit_code == 1
         assert result.output.strip() == (
             f"error: --min-confidence must be a probability from 0 to 1, got {float(value)}: "
@@ -347,3 +350,25 @@ def test_ask_batch_writes_the_same_confidence(calibrated: Path, tmp_path: Path) 
     written = [json.loads(line) for line in answers.read_text().splitlines()]
     asked = _confidences(calibrated)[:4]
     assert [w["confidence"] for w in written] == pytest.approx(asked, abs=1e-6)
+
+
+def test_serve_answers_not_sure_below_its_minimum(calibrated: Path, tiny_model_dir: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from qa_finetune.errors import InferenceError
+    from qa_finetune.inference.answerer import QuestionAnswerer
+    from qa_finetune.serving.app import create_app
+    from qa_finetune.serving.service import AnswerService, ServeSettings
+
+    answerer = QuestionAnswerer.load(str(calibrated))
+    answerer.answer_below(1.0)
+    question, context = _pairs()[1][0]
+    with TestClient(create_app(AnswerService(answerer, ServeSettings("tiny")))) as client:
+        body = {"question": question, "context": context}
+        first = client.post("/v1/answer", json=body).json()["answers"][0]
+        assert client.get("/v1/model").json()["min_confidence"] == 1.0
+    assert first["not_sure"] is True and first["answer"] == ""
+    assert set(first["best_candidate"]) == {"answer", "start", "end"}
+    uncalibrated = QuestionAnswerer.load(str(tiny_model_dir))
+    with pytest.raises(InferenceError, match="--min-confidence needs a calibrated model"):
+        uncalibrated.answer_below(0.5)
