@@ -278,15 +278,16 @@ class InferenceConfig:
     # v2: predict "" when null score - best span score exceeds this.
     no_answer_threshold: float = 0.0
     batch_size: int = 64
+    # Below this calibrated confidence the answer is "not sure" (None: always answer).
+    min_confidence: float | None = None
 
     def __post_init__(self) -> None:
-        check(self.n_best >= 1, "inference.n_best", f"must be >= 1, got {self.n_best}")
-        check(
-            self.max_answer_length >= 1,
-            "inference.max_answer_length",
-            f"must be >= 1, got {self.max_answer_length}",
-        )
-        check(self.batch_size >= 1, "inference.batch_size", f"must be >= 1, got {self.batch_size}")
+        for key in ("n_best", "max_answer_length", "batch_size"):
+            value = getattr(self, key)
+            check(value >= 1, f"inference.{key}", f"must be >= 1, got {value}")
+        low = self.min_confidence
+        ok = low is None or 0.0 <= low <= 1.0
+        check(ok, "inference.min_confidence", f"must be between 0 and 1, got {low}")
 
     def to_dict(self) -> dict[str, Any]:
         """The settings by name, as an export's ``qa_config.json`` and ``config.yaml`` hold them."""

@@ -53,6 +53,7 @@ const snapshot = () => {
     scrollTop: box.scrollTop, boxScrolled: !!box.scrolledIntoView, shownWhenScrolled: box.shownWhenScrolled || null,
     others: elements.others.children.length, answer: elements.answer.textContent,
     score: elements.score.textContent, error: elements.error.textContent,
+    ...(scenario.sure ? { sure: elements.sure.textContent } : {}),
     ...(scenario.model ? {
       sent: sent[sent.length - 1], source: elements.source.textContent,
       label: elements["context-label"].textContent, placeholder: elements.context.placeholder,

@@ -58,6 +58,8 @@ def test_the_route_describes_a_run_model(tiny_model_dir: Path, tmp_path: Path) -
         "max_answer_length": 7,
         "no_answer_threshold": 1.5,
         "no_answer_rule": "null_gap",
+        "calibration": None,
+        "min_confidence": None,
         "version": qa_finetune.__version__,
         "index": None,
     }

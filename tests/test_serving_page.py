@@ -159,6 +159,31 @@ def test_with_an_index_a_given_context_is_sent_and_marked_as_before(tmp_path: Pa
     assert state["source"] == ""
 
 
+def test_the_page_shows_the_confidence_and_not_sure_apart_from_no_answer(tmp_path: Path) -> None:
+    sure = {"answer": "Alma Stroud", "score": 0.75, "start": 2, "end": 13, "confidence": 0.344}
+    unsure = {
+        **sure,
+        "answer": "",
+        "start": 0,
+        "end": 0,
+        "not_sure": True,
+        "best_candidate": {"answer": "Alma Stroud", "start": 2, "end": 13},
+    }
+    plain = {"answer": "", "score": 0.9, "start": 0, "end": 0}
+    replies = [
+        {"status": 200, "body": json.dumps({"answers": [item], "took_ms": 1.0})}
+        for item in (sure, unsure, plain)
+    ]
+    states = run_page_script(
+        tmp_path, {"context": "A Alma Stroud B", "markTop": 0, "replies": replies, "sure": True}
+    )
+    assert [(s["answer"], s["sure"]) for s in states] == [
+        ("Alma Stroud", "confidence 34%"),
+        ("(not sure)", 'not sure: confidence 34%, below the minimum; best candidate "Alma Stroud"'),
+        ("(no answer)", "(uncalibrated)"),
+    ]
+
+
 def test_the_page_never_writes_markup_from_answers() -> None:
     """Documents are untrusted: the page builds what it shows from text nodes."""
     page = PAGE.read_text(encoding="utf-8")

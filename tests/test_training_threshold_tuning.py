@@ -50,6 +50,21 @@ def test_the_run_records_the_threshold_of_its_kept_validation(tuned_run: Path) -
     assert recorded["inference"]["no_answer_threshold"] == 0.0
 
 
+def test_the_run_calibrates_its_confidence_on_its_held_out_part(tuned_run: Path) -> None:
+    from qa_finetune.inference.answerer import QuestionAnswerer
+    from qa_finetune.runs.calibration_file import read_calibration
+
+    metrics = json.loads((tuned_run / "metrics.json").read_text(encoding="utf-8"))
+    calibration = read_calibration(tuned_run)
+    assert calibration is not None and metrics["calibration_method"] == calibration.method
+    assert calibration.fitted_on["data"] == "the validation data"
+    assert calibration.fitted_on["questions"] == 58
+    # 58 held-out questions, 23 without an answer: both too few, and said so.
+    assert len(metrics["no_answer_rule_warnings"]) == 2 and len(calibration.warnings) == 2
+    answer = QuestionAnswerer.load(str(tuned_run)).answer("Who?", "Alma Stroud wrote it.")
+    assert 0 < answer[0]["confidence"] < 1
+
+
 def test_evaluate_on_the_validation_data_reproduces_the_tuned_f1(
     tuned_run: Path, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from qa_finetune.cli.answer_lines import answer_line
 from qa_finetune.cli.ask_batch import answer_batch, read_batch
 from qa_finetune.cli.ask_index import (
     IndexAsk,
@@ -25,16 +26,17 @@ from qa_finetune.cli.options import (
     AllowUntrainedOption,
     BackendOption,
     MaxLengthOption,
+    MinConfidenceOption,
     NoAnswerThresholdOption,
     OutputDirOption,
     QuantizedOption,
     StrideOption,
+    check_min_confidence,
     check_passes,
     check_threshold,
     friendly_errors,
     share_cores_among,
 )
-from qa_finetune.cli.terminal import visible
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
@@ -109,6 +111,7 @@ def ask(
     index: IndexOption = None,
     top_passages: TopPassagesOption = None,
     passes: AskPassesOption = None,
+    min_confidence: MinConfidenceOption = None,
 ) -> None:
     """Answer a question from a context of any length, or from indexed documents (--index)."""
     show_library_logs()
@@ -117,8 +120,10 @@ def ask(
         check_index_options(index, top_passages, context, context_file)
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
+    check_min_confidence(min_confidence)
     check_passes(passes)
     settings = dict(quantized=quantized, max_length=max_length, stride=stride)
+    settings["min_confidence"] = min_confidence
     settings.update(max_answer_length=max_answer_length, no_answer_threshold=no_answer_threshold)
     settings["warn_untrained_head"] = not allow_untrained_head
     load = partial(_share_then_load, (batch is not None, passes), model, output_dir, backend)
@@ -210,7 +215,4 @@ def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> 
         return
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
-        # Answers are the user's text: escape sequences in them are shown, not obeyed.
-        shown = visible(item["answer"]) if item["answer"] else "(no answer)"
-        span = f"chars {item['start']}-{item['end']}"
-        typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, {span})")
+        typer.echo(prefix + answer_line(item))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from qa_finetune.cli.answer_lines import answer_line, percent
 from qa_finetune.cli.ask_batch import answer_batch, read_batch
 from qa_finetune.cli.terminal import visible
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
@@ -142,8 +143,12 @@ def print_index_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
         indent = " " * (len(prefix) + 2)
+        if item.get("not_sure"):
+            typer.echo(prefix + answer_line(item) + f" from {visible(item['document'])}")
+            continue
+        sure = f"confidence {percent(item['confidence'])}, " if "confidence" in item else ""
         scores = (
-            f"score {item['score']:.3f}, reader {item['reader_score']:.2f}, "
+            f"{sure}score {item['score']:.3f}, reader {item['reader_score']:.2f}, "
             f"retrieval {item['retrieval_score']:.2f}, passage rank {item['retrieval_rank']}"
         )
         # Documents are the user's data: escape sequences in them are shown, not obeyed; an

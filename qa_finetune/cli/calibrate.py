@@ -50,7 +50,8 @@ def calibrate(
     batch_size: BatchSizeOption = None,
     question_negatives: QuestionNegativesOption = 0.0,
 ) -> None:
-    """Choose when the run answers "no answer" (rule and threshold) on held-out questions."""
+    """Choose when the run answers "no answer" (rule and threshold) and fit how sure its
+    answers are (confidence) on held-out questions."""
     show_library_logs()
     from qa_finetune.config_sections import NO_ANSWER_RULE_MODES
     from qa_finetune.errors import QAFinetuneError
@@ -72,3 +73,7 @@ def calibrate(
         f"{done.run_dir}: no-answer rule {done.saved.rule.kind}, threshold "
         f"{done.saved.threshold:.4f} (held-out {compared})"
     )
+    if done.calibration is not None:
+        typer.echo(f"confidence: {done.calibration.describe()}")
+    for warning in done.warnings:
+        typer.echo(f"warning: {warning}", err=True)

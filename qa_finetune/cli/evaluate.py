@@ -13,12 +13,14 @@ from qa_finetune.cli.options import (
     BackendOption,
     DatasetOption,
     MaxLengthOption,
+    MinConfidenceOption,
     ModelOption,
     NoAnswerThresholdOption,
     PassesOption,
     QuantizedOption,
     QuestionNegativesOption,
     StrideOption,
+    check_min_confidence,
     check_passes,
     check_threshold,
     friendly_errors,
@@ -105,6 +107,7 @@ def evaluate(
     passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
+    min_confidence: MinConfidenceOption = None,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
@@ -112,12 +115,14 @@ def evaluate(
     check_threshold(no_answer_threshold)
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book, top_passages)
+    _check_min_confidence(min_confidence, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
         model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
         model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
         model_flags.update(passes=passes, question_negatives=question_negatives or None)
+        model_flags.update(min_confidence=min_confidence)
         _check_predictions_alone(**model_flags)
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
@@ -142,6 +147,7 @@ def evaluate(
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples)
+    settings["min_confidence"] = min_confidence
     evaluate_model(model, **where, **loading, **settings, question_negatives=question_negatives)
 
 
@@ -167,6 +173,15 @@ def _evaluate_open(
         **loading,
     )
     typer.echo(open_table(metrics))
+
+
+def _check_min_confidence(min_confidence: float | None, open_book: bool) -> None:
+    check_min_confidence(min_confidence)
+    if open_book and min_confidence is not None:
+        raise QAFinetuneError(
+            "--min-confidence is not applied by --open: drop it (the confidence of answers "
+            "chosen across passages is not calibrated)"
+        )
 
 
 def _check_data(

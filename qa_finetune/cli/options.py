@@ -62,6 +62,14 @@ NoAnswerThresholdOption = Annotated[
         "more than this (default: the run's inference.no_answer_threshold).",
     ),
 ]
+MinConfidenceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--min-confidence",
+        help='A calibrated run answers "not sure" below this confidence (0 to 1; default: '
+        "the run's inference.min_confidence, else always answer).",
+    ),
+]
 BackendOption = Annotated[
     str,
     typer.Option(
@@ -77,6 +85,15 @@ QuantizedOption = Annotated[
         help=f"Run the int8 ONNX model ({INT8_FILE}, `export --format onnx --quantize int8`).",
     ),
 ]
+
+
+def check_min_confidence(value: float | None) -> None:
+    """Refuse a ``--min-confidence`` outside [0, 1] (NaN included): it is a probability."""
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise QAFinetuneError(
+            f"--min-confidence must be a probability from 0 to 1, got {value}: e.g. 0.5 "
+            "answers only when the answer is right at least half the time"
+        )
 
 
 def check_threshold(value: float | None) -> None:

@@ -9,7 +9,12 @@ import typer
 
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
-from qa_finetune.cli.options import QuantizedOption, friendly_errors
+from qa_finetune.cli.options import (
+    MinConfidenceOption,
+    QuantizedOption,
+    check_min_confidence,
+    friendly_errors,
+)
 from qa_finetune.modeling.formats import BACKENDS, choices
 
 MaxBatchOption = Annotated[
@@ -116,11 +121,13 @@ def serve(
     max_queue: MaxQueueOption = 256,
     cors_origin: CorsOriginsOption = None,
     index: ServeIndexOption = None,
+    min_confidence: MinConfidenceOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()
+    check_min_confidence(min_confidence)
     show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
         if _runs_on_tensorflow(model, backend, quantized):
@@ -148,6 +155,7 @@ def serve(
             max_queue=max_queue,
             cors_origins=tuple(cors_origin or ()),
             index=index,
+            min_confidence=min_confidence,
         )
 
 

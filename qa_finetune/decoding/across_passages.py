@@ -50,6 +50,11 @@ class PassageReading:
     no_answer_score: float  # the run's rule (higher: more likely unanswerable)
     null_score: float = 0.0  # the passage's null (CLS) score, in the span score's units
     retrieval_score: float = 0.0
+    # The passage's no-answer signals and this span's share among its candidates there: what
+    # its confidence is made from (decoding.confidence), as for a context given with the
+    # question.
+    signals: dict[str, float] | None = None
+    passage_score: float = 0.0
 
     def rank_score(self, retrieval_weight: float = RETRIEVAL_WEIGHT) -> float:
         """The score passages compete on (higher is better)."""

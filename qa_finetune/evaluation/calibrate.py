@@ -1,9 +1,12 @@
-"""``calibrate``: choose a trained run's no-answer rule and threshold on held-out questions.
+"""``calibrate``: choose a trained run's no-answer rule and threshold on held-out questions,
+and fit the confidence of its answers there.
 
 The run answers the held-out questions (SQuAD v2 style, some without an answer) once; the rule
 that scores best there (``decoding.no_answer_fit``: the null-score gap or a classifier on the
-reader's outputs) and its threshold are saved with the run, so ``ask``, ``evaluate``, ``serve``
-and exports all decide "no answer" with them. With ``output`` the run is copied first (the
+reader's outputs) and its threshold are saved with the run, and so is the calibration of its
+answers' confidence (``decoding.confidence_fit``, fitted on the answers that rule gives), so
+``ask``, ``evaluate``, ``serve`` and exports all decide "no answer" and say how sure they are
+with them. With ``output`` the run is copied first (the
 model's files linked where the file system allows, else copied) and only the copy changes: a
 shared or read-only run stays as it is.
 """
@@ -14,13 +17,15 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.decoding.confidence import Calibration, CalibrationError
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json
+from qa_finetune.runs.calibration_file import RECORDED_KEY, write_calibration
 from qa_finetune.runs.lookup import run_dir_of
 from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import CHECKPOINT_DIR, EVAL_DIR, TENSORBOARD_DIR, RunPaths
@@ -39,6 +44,9 @@ class Calibrated:
     run_dir: Path
     saved: SavedRule
     metrics: dict[str, Any]
+    calibration: Calibration | None = None
+    # Too few held-out questions (or too few without an answer) to trust the choice.
+    warnings: list[str] = field(default_factory=list)
 
 
 def calibrate(
@@ -77,14 +85,27 @@ def calibrate(
     rule = NoAnswerRule.from_dict(choice["rule"], "the held-out evaluation")
     chosen_on = f"{metrics['data']} ({metrics['total']} questions)"
     saved = SavedRule(rule, float(choice["threshold"]), chosen_on, choice["compared"])
+    calibration = fitted_calibration(metrics)
+    warnings = [*choice.get("warnings", []), *calibration.warnings]
     if output is None:
-        _save(target, saved)
+        _save(target, saved, calibration, choice.get("warnings", []))
     else:
         with staged_folder(target) as staging:
             _copy_run(source, staging)
-            _save(staging, saved)
+            _save(staging, saved, calibration, choice.get("warnings", []))
     log.info("no-answer rule: %s, threshold %.4f (%s)", rule.describe(), saved.threshold, target)
-    return Calibrated(target, saved, metrics)
+    log.info("confidence: %s", calibration.describe())
+    for warning in warnings:
+        log.warning("warning: %s", warning)
+    return Calibrated(target, saved, metrics, calibration, warnings)
+
+
+def fitted_calibration(metrics: dict[str, Any]) -> Calibration:
+    """The calibration an evaluation fitted, or the one line saying why it could not."""
+    fitted = metrics.get("calibration_choice") or {}
+    if "calibration" not in fitted:
+        raise CalibrationError(fitted.get("error", "no calibration was fitted"))
+    return Calibration.from_dict(fitted["calibration"], "the held-out evaluation")
 
 
 def run_of(model_dir: Path, given: str) -> Path:
@@ -156,11 +177,15 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def _save(run_dir: Path, saved: SavedRule) -> None:
-    """The rule file, and ``metrics.json`` saying which rule and threshold the run uses."""
+def _save(
+    run_dir: Path, saved: SavedRule, calibration: Calibration, rule_warnings: list[str]
+) -> None:
+    """The rule and calibration files, and ``metrics.json`` saying which rule, threshold and
+    calibration the run uses."""
     from qa_finetune.nesting import load_json
 
     write_rule(run_dir, saved)
+    write_calibration(run_dir, calibration)
     path = RunPaths(run_dir).metrics
     metrics: Any = {}
     if path.is_file():
@@ -175,5 +200,7 @@ def _save(run_dir: Path, saved: SavedRule) -> None:
         no_answer_threshold=saved.threshold,
         no_answer_threshold_f1=saved.compared.get(saved.rule.kind, {}).get("f1"),
         no_answer_rule_chosen_on=saved.chosen_on,
+        no_answer_rule_warnings=rule_warnings,
+        **{RECORDED_KEY: calibration.method},
     )
     write_json(path, metrics)

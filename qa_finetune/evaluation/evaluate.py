@@ -18,6 +18,7 @@ from typing import Any
 from qa_finetune.config import DataConfig
 from qa_finetune.data.records import DataError, read_records
 from qa_finetune.data.validation import SplitReport, validate_records
+from qa_finetune.evaluation.confidence_report import report_confidence
 from qa_finetune.evaluation.prediction_files import (
     EvaluationError,
     answerability_of_files,
@@ -159,6 +160,7 @@ def evaluate_model(
     rule_mode: str = "auto",
     question_negatives: float = 0.0,
     passes: int | None = None,
+    min_confidence: float | None = None,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
     The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
@@ -174,17 +176,19 @@ def evaluate_model(
     reference = model_ref or str(latest_run(RUNS_ROOT))
     examples = load_examples(data, dataset, split, allow_no_answer, max_samples, question_negatives)
     options: dict[str, Any] = dict(max_length=max_length, stride=stride, backend=backend)
-    options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold)
-    options.update(quantized=quantized, warn_untrained_head=warn_untrained_head, tune_batch=True)
+    options["min_confidence"] = min_confidence
+    options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold, tune_batch=True)
+    options.update(quantized=quantized, warn_untrained_head=warn_untrained_head)
     loaded = load_for_answering(reference, **options)
     started = time.perf_counter()
     passes = shared_passes() if passes is None else passes
-    scoring = {"rule_mode": rule_mode, "passes": passes}
+    scoring = {"rule_mode": rule_mode, "passes": passes, "source": examples.source}
     result, windows = _predict_and_score(loaded, examples.records, allow_no_answer, **scoring)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
     check_report_dir(report_dir, inputs)
+    report_confidence(loaded, predictions, examples.records, allow_no_answer, report_dir, result)
     write_predictions(report_dir, predictions, allow_no_answer)
     metrics = {
         **result,
@@ -192,18 +196,19 @@ def evaluate_model(
         "model": reference,
         "version_2": allow_no_answer,
         "features": windows,
-        **_answering_settings(loaded, quantized),
-        "batch_size": loaded.settings.batch_size,
-        "passes": passes,
+        **_answering_settings(loaded, quantized, passes),
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 
 
-def _answering_settings(loaded: Any, quantized: bool) -> dict[str, Any]:
-    """The backend, windows and decoding the scores were made with."""
+def _answering_settings(loaded: Any, quantized: bool, passes: int | None = None) -> dict[str, Any]:
+    """The backend, windows and decoding the scores were made with (with ``passes``: the
+    batches too)."""
+    batches = {} if passes is None else {"batch_size": loaded.settings.batch_size, "passes": passes}
     return {
+        **batches,
         "backend": loaded.backend,
         "quantized": quantized,
         "max_length": loaded.spec.max_length,

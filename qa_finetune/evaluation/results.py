@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.evaluation.by_title import TITLES_FILE, title_scores, write_title_scores
+from qa_finetune.evaluation.confidence_report import CONFIDENCE_FILES
 from qa_finetune.evaluation.report import scored_rows, write_report
 from qa_finetune.files import write_json
 from qa_finetune.runs.ownership import has_marker, is_run_directory, write_marker
@@ -32,6 +33,7 @@ REPORT_FILES = (
     "report_groups.csv",
     TITLES_FILE,
     "f1_by_question_type.png",
+    *CONFIDENCE_FILES,
 )
 
 

@@ -7,6 +7,7 @@ longest window: short windows do not pay for long ones.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config import InferenceConfig
+from qa_finetune.decoding.confidence import Calibration
+from qa_finetune.decoding.confident_answer import with_confidence
 from qa_finetune.decoding.no_answer import abstains, rank_answers
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.spans import Predictions, null_score, postprocess_predictions
@@ -57,6 +60,8 @@ class QuestionAnswerer:
     # The folder the model was loaded from (None when built in memory): a run's records,
     # such as whether it was trained with questions that have no answer, are found from it.
     model_dir: Path | None = None
+    # How the first answer gets its ``confidence`` (decoding.confidence); None: uncalibrated.
+    calibration: Calibration | None = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -77,7 +82,18 @@ class QuestionAnswerer:
             loaded.profile,
             loaded.rule,
             loaded.model_dir,
+            loaded.calibration,
         )
+
+    def answer_below(self, min_confidence: float | None) -> None:
+        """Answer "not sure" below ``min_confidence`` (None: the settings' own minimum);
+        a model without a calibration cannot, and says so."""
+        if min_confidence is None:
+            return
+        from qa_finetune.modeling.for_answering import check_min_confidence
+
+        check_min_confidence(min_confidence, self.calibration, self.model_dir or Path("model"))
+        self.settings = dataclasses.replace(self.settings, min_confidence=min_confidence)
 
     def answer(
         self,
@@ -86,7 +102,9 @@ class QuestionAnswerer:
         top_k: int = 1,
         allow_no_answer: bool = False,
     ) -> list[dict[str, Any]]:
-        """The ``top_k`` best answers: ``{answer, score, start, end}``, best first.
+        """The ``top_k`` best answers: ``{answer, score, start, end}``, best first; a
+        calibrated model adds the first answer's ``confidence`` (below the settings'
+        ``min_confidence``: "not sure", ``decoding.confident_answer``).
 
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
         candidates (and the "no answer" candidate with ``allow_no_answer``, returned
@@ -167,7 +185,12 @@ class QuestionAnswerer:
                 null = null_score(start[rows], end[rows], windows.cls_index[rows])
                 score = predictions.no_answer_score.get(example_id, np.inf)
                 abstain = bool(abstains(score, threshold))
-            results.append(rank_answers(candidates, top_k, null, threshold, abstain))
+            ranked = rank_answers(candidates, top_k, null, threshold, abstain)
+            if self.calibration is not None:
+                signals = predictions.signals.get(example_id)
+                minimum = self.settings.min_confidence
+                ranked = with_confidence(ranked, signals, self.calibration, minimum)
+            results.append(ranked)
         return results
 
     def predictions(

@@ -26,6 +26,7 @@ from qa_finetune.decoding.across_passages import (
     choose_across_passages,
     reads_more,
 )
+from qa_finetune.decoding.confident_answer import with_confidence
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.retrieval.retriever import Hit, Retriever
@@ -126,6 +127,7 @@ def readings_from_logits(
             no_answer = predictions.no_answer_score.get(key, float("inf"))
             # The passage's null score: its best span's score plus the gap between them.
             null = candidates[0]["score"] + predictions.null_score_diff[key]
+            spans = [c["score"] for c in predictions.nbest[key]]
             question.extend(
                 PassageReading(
                     first_place + place,
@@ -136,6 +138,8 @@ def readings_from_logits(
                     no_answer,
                     null,
                     hit.score,
+                    predictions.signals.get(key),
+                    _share(c["score"], spans, null),
                 )
                 for c in candidates
             )
@@ -156,8 +160,22 @@ def answers_from_readings(
     answers = []
     for found, question in zip(hits, readings, strict=True):
         chosen = choose_across_passages(question, threshold, use_rule)[:top_k]
-        answers.append([_answer(found[r.passage], r, p) for r, p in chosen])
+        ranked = [_answer(found[r.passage], r, p) for r, p in chosen]
+        if ranked and answerer.calibration is not None:
+            best = chosen[0][0]
+            scored = {**ranked[0], "score": best.passage_score}
+            minimum = answerer.settings.min_confidence
+            first = with_confidence([scored], best.signals, answerer.calibration, minimum)[0]
+            ranked[0] = {**first, "score": ranked[0]["score"]}
+        answers.append(ranked)
     return answers
+
+
+def _share(score: float, spans: Sequence[float], null: float) -> float:
+    """The share of the span scoring ``score`` among its passage's candidates and its "no
+    answer" (as a calibration fitted on held-out questions with and without answers saw)."""
+    values = np.array([*spans, null], dtype=np.float64)
+    return float(np.exp(score - values.max()) / np.exp(values - values.max()).sum())
 
 
 def as_records(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:

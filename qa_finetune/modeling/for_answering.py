@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, InferenceConfig
+from qa_finetune.decoding.confidence import Calibration
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
@@ -44,6 +45,8 @@ class LoadedModel:
     profile: CostProfile | None = None
     # How a question's no-answer score is made (the run's or the export's; default null gap).
     rule: NoAnswerRule = field(default_factory=NoAnswerRule)
+    # How answers get their confidence (the run's or the export's); None: uncalibrated.
+    calibration: Calibration | None = None
 
 
 def load_for_answering(
@@ -54,6 +57,7 @@ def load_for_answering(
     n_best: int | None = None,
     batch_size: int | None = None,
     no_answer_threshold: float | None = None,
+    min_confidence: float | None = None,
     backend: str = "auto",
     quantized: bool = False,
     warn_untrained_head: bool = True,
@@ -87,6 +91,7 @@ def load_for_answering(
         max_answer_length=max_answer_length,
         batch_size=batch_size,
         no_answer_threshold=no_answer_threshold,
+        min_confidence=min_confidence,
     )
     if measurable(model_dir, backend, chosen, quantized):
 
@@ -96,8 +101,11 @@ def load_for_answering(
         chosen = faster_backend(model_dir, spec.max_length, load)
         tokenizer = _tokenizer(model_dir, chosen, exported)
     rule = no_answer_rule(model_dir, exported)
+    calibration = answer_calibration(model_dir, exported)
+    check_min_confidence(settings.min_confidence, calibration, model_dir)
     model = _model(model_dir, chosen, quantized, warn_untrained_head)
     loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen, rule=rule)
+    loaded.calibration = calibration
     if tune_batch and batch_size is None and not chosen_batch(trained, exported):
         loaded.settings, loaded.profile = tuned(loaded)
     return loaded
@@ -120,6 +128,36 @@ def no_answer_rule(model_dir: Path, exported: Mapping[str, Any]) -> NoAnswerRule
     except NoAnswerRuleError as exc:
         raise InferenceError(str(exc)) from None
     return NoAnswerRule()
+
+
+def answer_calibration(model_dir: Path, exported: Mapping[str, Any]) -> Calibration | None:
+    """The run's ``calibration.json``, else the export's (``qa_config.json``), else None; a
+    damaged or missing calibration file is an ``InferenceError``."""
+    from qa_finetune.decoding.confidence import CalibrationError
+    from qa_finetune.runs.calibration_file import read_calibration
+    from qa_finetune.runs.lookup import run_dir_of
+
+    run_dir = run_dir_of(model_dir)
+    try:
+        if run_dir is not None:
+            return read_calibration(run_dir)
+        if exported.get("calibration") is not None:
+            source = f"{Path(model_dir) / 'qa_config.json'} ('calibration')"
+            return Calibration.from_dict(exported["calibration"], source)
+    except CalibrationError as exc:
+        raise InferenceError(str(exc)) from None
+    return None
+
+
+def check_min_confidence(
+    min_confidence: float | None, calibration: Calibration | None, model_dir: Path
+) -> None:
+    """A minimum confidence needs a calibrated model: one clear line otherwise."""
+    if min_confidence is not None and calibration is None:
+        raise InferenceError(
+            f"--min-confidence needs a calibrated model, and {model_dir} has no calibration: "
+            "run `qa-finetune calibrate --model RUN --data HELD_OUT.json` first"
+        )
 
 
 def _model(model_dir: Path, backend: str, quantized: bool, warn_untrained_head: bool) -> Any:

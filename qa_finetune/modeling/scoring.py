@@ -46,7 +46,7 @@ def feature_offsets(features: Any, length: int) -> np.ndarray:
 def rule_choice(predictions: Any, gold: Mapping[str, list[str]], mode: str) -> dict[str, Any]:
     """The no-answer rule and threshold ``gold``'s questions choose, as JSON-ready values:
     ``rule``, ``threshold``, ``compared`` (each candidate's F1 and AUC) and ``reason``."""
-    from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule
+    from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule, rule_size_warnings
 
     choice = choose_no_answer_rule(predictions, gold, mode)
     return {
@@ -54,6 +54,43 @@ def rule_choice(predictions: Any, gold: Mapping[str, list[str]], mode: str) -> d
         "threshold": choice.threshold,
         "compared": choice.compared,
         "reason": choice.reason,
+        "warnings": rule_size_warnings(gold),
+    }
+
+
+def calibration_choice(
+    predictions: Any, gold: Mapping[str, list[str]], rule_choice: Mapping[str, Any], source: str
+) -> dict[str, Any]:
+    """The confidence calibration ``gold``'s questions fit (``decoding.confidence_fit``),
+    their answers decided by the rule they chose: ``{"calibration": ...}``, or ``{"error":
+    ...}`` saying why these questions cannot fit one."""
+    from qa_finetune.decoding.confidence import CalibrationError
+    from qa_finetune.decoding.confidence_fit import answers_of, fit_calibration
+
+    rule = NoAnswerRule.from_dict(rule_choice["rule"], source)
+    held = answers_of(predictions, gold, rule, float(rule_choice["threshold"]))
+    try:
+        return {"calibration": fit_calibration(held, source).to_dict()}
+    except CalibrationError as exc:
+        return {"error": str(exc)}
+
+
+def _v2_choices(
+    predictions: Any, gold: Mapping[str, list[str]], rule_mode: str, source: str
+) -> dict[str, Any]:
+    """The best threshold here, the answerability figures, and the rule and calibration
+    these questions choose."""
+    from qa_finetune.decoding.answerability import answerability
+    from qa_finetune.decoding.threshold import tune_no_answer_threshold
+
+    threshold, tuned_f1 = tune_no_answer_threshold(predictions, gold)
+    choice = rule_choice(predictions, gold, rule_mode)
+    return {
+        "tuned_no_answer_threshold": threshold,
+        "tuned_f1": tuned_f1,
+        **answerability(predictions, gold),
+        "no_answer_rule_choice": choice,
+        "calibration_choice": calibration_choice(predictions, gold, choice, source),
     }
 
 
@@ -81,6 +118,7 @@ def evaluate_loaded(
     rule: NoAnswerRule | None = None,
     rule_mode: str = "auto",
     passes: int | None = None,
+    source: str = "the validation data",
 ) -> dict[str, Any]:
     """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
 
@@ -89,7 +127,8 @@ def evaluate_loaded(
     ``decoding.spans.Predictions``). Questions abstain by ``rule`` (default: the null-score
     gap). v2 also gets the best threshold here, the answerability figures and
     ``no_answer_rule_choice``: the rule (of ``rule_mode``) these questions would choose
-    (``decoding.no_answer_fit``). Used by ``evaluate`` and by training after each validation.
+    (``decoding.no_answer_fit``), and ``calibration_choice``: the confidence calibration they
+    fit (``source`` names them). Used by ``evaluate`` and by training after each validation.
     ``passes``: batches run at once (``predict_features``; None: as the cores were shared).
     """
     from qa_finetune.decoding.spans import postprocess_predictions
@@ -116,14 +155,7 @@ def evaluate_loaded(
     gold = references(examples)
     result = score(predictions.answers, gold, allow_no_answer, null_diff)
     if allow_no_answer:
-        from qa_finetune.decoding.answerability import answerability
-        from qa_finetune.decoding.threshold import tune_no_answer_threshold
-
-        threshold, tuned_f1 = tune_no_answer_threshold(predictions, gold)
-        result["tuned_no_answer_threshold"] = threshold
-        result["tuned_f1"] = tuned_f1
-        result.update(answerability(predictions, gold))
-        result["no_answer_rule_choice"] = rule_choice(predictions, gold, rule_mode)
+        result.update(_v2_choices(predictions, gold, rule_mode, source))
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss

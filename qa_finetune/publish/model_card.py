@@ -16,6 +16,7 @@ import yaml
 
 from qa_finetune.config import DEFAULT_MODEL
 from qa_finetune.hub_ids import is_hub_id
+from qa_finetune.publish.card_confidence import confidence_lines
 from qa_finetune.publish.card_data import (
     Measurement,
     data_label,
@@ -257,7 +258,7 @@ def build_model_card(run_dir: Path, repo_id: str, *, license: str = DEFAULT_LICE
         "Intended for finding the answer to a question inside a passage of text supplied "
         "with it (reading comprehension, document question answering)."
     )
-    body += ["", *_limitations(config, training or {})]
+    body += ["", *_limitations(config, training or {}), *confidence_lines(run_dir)]
     model_dir = RunPaths(run_dir).model
     has_pytorch = (model_dir / "model.safetensors").is_file()
     # A run without model/ (a card previewed early) gets the TensorFlow snippet, as before.

@@ -21,6 +21,7 @@ TENSORBOARD_DIR = "tensorboard"
 EVAL_DIR = "eval"
 NO_ANSWER_RULE_FILE = "no_answer_rule.json"
 INTERPOLATION_FILE = "interpolation.json"
+CALIBRATION_FILE = "calibration.json"
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class RunPaths:
     def no_answer_rule(self) -> Path:
         """The no-answer rule and threshold chosen on held-out questions, when one was."""
         return self.root / NO_ANSWER_RULE_FILE
+
+    @property
+    def calibration(self) -> Path:
+        """How answers get their confidence, fitted on held-out questions, when it was."""
+        return self.root / CALIBRATION_FILE
 
     @property
     def interpolation(self) -> Path:

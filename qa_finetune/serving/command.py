@@ -150,14 +150,10 @@ def build_app(
     passes = settings.passes or default_passes()
     threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
+    answerer.answer_below(settings.min_confidence)
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
-    log.info(
-        "serving with --max-batch %d, --passes %d (%d thread%s each)",
-        settings.max_batch,
-        passes,
-        threads,
-        "" if threads == 1 else "s",
-    )
+    shown = (settings.max_batch, passes, threads, "" if threads == 1 else "s")
+    log.info("serving with --max-batch %d, --passes %d (%d thread%s each)", *shown)
     service = AnswerService(answerer, settings, retriever=index or open_index(settings.index))
     return create_app(service, resolve_model_dir(reference))
 
@@ -197,6 +193,7 @@ def serve(
     cors_origins: tuple[str, ...] = (),
     feedback_per_minute: int = 60,
     index: Path | None = None,
+    min_confidence: float | None = None,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized``: its int8 ONNX model; ``index``: documents for requests without a context."""
@@ -221,6 +218,7 @@ def serve(
         cors_origins=tuple(cors_origins),
         access_log=access_log,
         index=str(Path(index).resolve()) if index is not None else None,
+        min_confidence=min_confidence,
     )
     _check_limits(settings, workers, max_connections)
     _check_backend(backend)

@@ -44,9 +44,19 @@ def describe_model(
         "max_answer_length": settings.max_answer_length,
         "no_answer_threshold": settings.no_answer_threshold,
         "no_answer_rule": answerer.rule.kind,
+        "calibration": _calibration(answerer),
+        "min_confidence": settings.min_confidence,
         "version": __version__,
         "index": index,
     }
+
+
+def _calibration(answerer: Any) -> str | None:
+    """Where the served confidence comes from, with any warning its fit gave."""
+    calibration = getattr(answerer, "calibration", None)
+    if calibration is None:
+        return None
+    return "; ".join([calibration.describe(), *calibration.warnings])
 
 
 def describe_index(retriever: Any, folder: str | None) -> dict[str, Any] | None:

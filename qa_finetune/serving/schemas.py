@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from qa_finetune.inference.open_answers import DEFAULT_TOP_PASSAGES
@@ -66,6 +68,17 @@ class OpenAnswerRequest(AnswerRequest):
 class Answer(BaseModel):
     answer: str = Field(description="Exactly context[start:end] (or the document's text).")
     score: float = Field(description="Probability among the candidate spans.")
+    confidence: float | None = Field(
+        None,
+        description="A calibrated run's probability that the first answer is right (exact "
+        "match, or no answer where there is none); absent when uncalibrated.",
+    )
+    not_sure: bool | None = Field(
+        None, description='True when the confidence is below --min-confidence: answer "".'
+    )
+    best_candidate: dict[str, Any] | None = Field(
+        None, description="With not_sure: the answer it would have given {answer, start, end}."
+    )
     start: int = Field(description="Character offset of the answer in the context (document).")
     end: int = Field(description="Character offset just past the answer.")
     # Only in answers from the server's documents (a request without a context).
@@ -128,6 +141,10 @@ class ModelResponse(BaseModel):
     n_best: int = Field(description="Candidate spans ranked per question.")
     max_answer_length: int = Field(description="Longest answer, in tokens.")
     no_answer_threshold: float = Field(description="SQuAD v2: the no-answer margin.")
+    calibration: str | None = Field(
+        None, description="Where the confidence comes from (method, held-out data); null: none."
+    )
+    min_confidence: float | None = Field(None, description="Below it answers are not sure.")
     no_answer_rule: str = Field(
         description="What the threshold applies to: null_gap (null minus best span score) or "
         "classifier (log-odds of no answer from the run's no_answer_rule.json)."

@@ -66,6 +66,7 @@ class ServeSettings:
     cors_origins: tuple[str, ...] = ()  # origins a browser may call the API from
     access_log: bool = True  # one log line per request
     index: str | None = None  # the document index folder (serve --index), opened per process
+    min_confidence: float | None = None  # below it a calibrated answer is "not sure"
 
 
 def check_settings(settings: ServeSettings) -> None:

@@ -131,6 +131,23 @@ def save_rule_choice(run_dir: Path, choice: dict[str, Any], chosen_on: str) -> S
     return saved
 
 
+def save_calibration(run_dir: Path, fitted: dict[str, Any]) -> dict[str, Any]:
+    """Write the confidence calibration a validation fitted into the run; what metrics.json
+    records of it (nothing, with a warning, when the validation could not fit one)."""
+    from qa_finetune.decoding.confidence import Calibration
+    from qa_finetune.runs.calibration_file import RECORDED_KEY, write_calibration
+
+    if "calibration" not in fitted:
+        log.warning("warning: no confidence calibration: %s", fitted.get("error", "not fitted"))
+        return {}
+    calibration = Calibration.from_dict(fitted["calibration"], "the run's validation data")
+    write_calibration(run_dir, calibration)
+    log.info("confidence: %s", calibration.describe())
+    for warning in calibration.warnings:
+        log.warning("warning: %s", warning)
+    return {RECORDED_KEY: calibration.method}
+
+
 def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     """history.csv: one row per evaluation."""
     columns = ["epoch", "step", "minutes", "loss", "eval_loss", "exact_match", "f1"]
@@ -191,6 +208,10 @@ def finish(
         metrics["no_answer_rule"] = saved.rule.kind
         metrics["no_answer_threshold"] = saved.threshold
         metrics["no_answer_threshold_f1"] = choice["compared"][saved.rule.kind]["f1"]
+        metrics.update(save_calibration(run_dir, kept.get("calibration_choice") or {}))
+        metrics["no_answer_rule_warnings"] = choice.get("warnings", [])
+        for warning in metrics["no_answer_rule_warnings"]:
+            log.warning("warning: %s", warning)
     metrics.update(method_record or {})  # e.g. a distilled run's method, teacher and layers
     parent = config.parent.recorded()
     if parent is not None:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.decoding.confidence import Calibration
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.formats.base import OUTPUT_NAMES, input_names
@@ -26,11 +27,13 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
     window and decoding settings (the defaults for a model folder outside a run)."""
     from qa_finetune.config import InferenceConfig, PreprocessConfig
     from qa_finetune.features.windows import WindowSpec
+    from qa_finetune.runs.calibration_file import read_calibration
     from qa_finetune.runs.lookup import run_config, run_dir_of, run_rule
 
     trained = run_config(model_dir)
     run_dir = run_dir_of(Path(model_dir))
     saved = run_rule(run_dir) if run_dir is not None else None
+    calibration = read_calibration(run_dir) if run_dir is not None else None
     window = trained.preprocess if trained else PreprocessConfig()
     decoding = (trained.inference if trained else InferenceConfig()).to_dict()
     # The batch size belongs to the machine that answers, not to the model.
@@ -51,6 +54,8 @@ def qa_settings(model_dir: Path, tokenizer: Any) -> dict[str, Any]:
         "model_max_length": min(int(tokenizer.model_max_length), 1_000_000),
         # How "no answer" is decided: the run's saved rule, applied to no_answer_threshold.
         "no_answer_rule": (saved.rule if saved else NoAnswerRule()).to_dict(),
+        # How an answer's confidence is made (decoding/confidence.py); null: uncalibrated.
+        "calibration": calibration.to_dict() if calibration else None,
     }
 
 
@@ -80,9 +85,15 @@ def read_qa_config(model_dir: Path) -> dict[str, Any]:
         _check_setting(path, key, value)
     if "no_answer_rule" in values:  # checked here, so a damaged export fails at load
         NoAnswerRule.from_dict(values["no_answer_rule"], f"{path} ('no_answer_rule')")
+    if values.get("calibration") is not None:
+        Calibration.from_dict(values["calibration"], f"{path} ('calibration')")
     if _OLD_THRESHOLD in values:  # an export written before the key was renamed
         values.setdefault("no_answer_threshold", values.pop(_OLD_THRESHOLD))
     return values
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _is_int(value: Any) -> bool:
@@ -105,6 +116,12 @@ _SETTING_TYPES: dict[str, tuple[Any, str]] = {
         key: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
         for key in ("no_answer_threshold", _OLD_THRESHOLD)
     },
+    "min_confidence": (
+        lambda v: (
+            v is None or (isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1)
+        ),
+        "null or a number from 0 to 1",
+    ),
     "question_first": (lambda v: isinstance(v, bool), "true or false"),
     "truncation_side": (lambda v: v in ("left", "right"), '"left" or "right"'),
     "input_names": (

@@ -1,0 +1,215 @@
+"""``confidence``: the calibrated probability that an answer is right.
+
+An answer counts as right when it is an official SQuAD exact match (``metrics.normalize_answer``:
+lower case, no punctuation, articles or extra spaces) of one of the question's gold answers,
+or when it is "no answer" and the question has none. This definition is fixed: a calibration
+fitted on it means the same thing wherever it is applied.
+
+The features of one answer are what the reader already computed: the no-answer signals of
+``decoding.no_answer_signals``, the length of the answer, whether it is "no answer" (and the
+signals again for those, since a large null gap makes an abstention likely right but a span
+likely wrong), and the reader's own ``score`` (the answer's share among its candidates). Two
+methods turn them into a probability (``decoding.confidence_fit`` chooses between them):
+
+- ``temperature``: one parameter, the score's log-odds divided by a temperature T;
+- ``logistic``: an L2 logistic regression on the standardised features.
+
+A calibration is plain numbers, saved with the run (``calibration.json``) and in every export
+(``qa_config.json``), so ``ask``, ``serve``, ``evaluate`` and ONNX apply the same one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.decoding.no_answer_signals import SIGNALS
+from qa_finetune.errors import QAFinetuneError
+
+TEMPERATURE = "temperature"
+LOGISTIC = "logistic"
+METHODS = (TEMPERATURE, LOGISTIC)
+CALIBRATION_FORMAT = 1
+CORRECT_MEANS = (
+    "official SQuAD exact match with a gold answer, or 'no answer' on a question without one"
+)
+# Every feature a logistic calibration may name (its columns, in this order).
+FEATURES = (
+    *SIGNALS,
+    "answer_length",
+    "no_answer",
+    *(f"no_answer*{name}" for name in SIGNALS),
+)
+# A reader score of exactly 0 or 1 has infinite log-odds: clipped this far from the ends.
+_SCORE_EPSILON = 1e-6
+
+
+class CalibrationError(QAFinetuneError):
+    """A calibration cannot be fitted, read or applied."""
+
+
+def answer_features(
+    signals: Mapping[str, float] | None, answer: str, no_answer: bool
+) -> dict[str, float]:
+    """The logistic features of one answer (NaN where the reader had no valid span)."""
+    values = {name: float(signals[name]) if signals else math.nan for name in SIGNALS}
+    features = {
+        **values,
+        "answer_length": 0.0 if no_answer else math.log1p(len(answer)),
+        "no_answer": float(no_answer),
+    }
+    for name in SIGNALS:
+        features[f"no_answer*{name}"] = values[name] if no_answer else 0.0
+    return features
+
+
+def reader_score(span_scores: Sequence[float], null: float | None, no_answer: bool) -> float:
+    """Today's ``score`` of the answer given: its softmax share among the candidate spans'
+    scores and, when ``null`` is given, the no-answer candidate (``decoding.no_answer``)."""
+    values = [float(s) for s in span_scores] + ([float(null)] if null is not None else [])
+    if not values:
+        return 0.0
+    chosen = float(null) if no_answer and null is not None else values[0]
+    if no_answer and null is None:
+        return 0.0
+    peak = max(values)
+    total = sum(math.exp(v - peak) for v in values)
+    return math.exp(chosen - peak) / total
+
+
+def score_logit(scores: np.ndarray) -> np.ndarray:
+    """The log-odds of reader scores, clipped away from 0 and 1."""
+    clipped = np.clip(np.asarray(scores, dtype=np.float64), _SCORE_EPSILON, 1 - _SCORE_EPSILON)
+    return np.log(clipped) - np.log1p(-clipped)
+
+
+def sigmoid(values: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)), stable for large |x|."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(values, dtype=np.float64)))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How an answer's features become its confidence, and where that was learnt."""
+
+    method: str
+    temperature: float = 1.0
+    features: tuple[str, ...] = ()
+    mean: tuple[float, ...] = ()
+    scale: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+    bias: float = 0.0
+    # Provenance: the held-out file, its size and its share of unanswerable questions.
+    fitted_on: dict[str, Any] = field(default_factory=dict)
+    # Each method's cross-validated log loss on those questions.
+    compared: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def confidence(
+        self, rows: Sequence[Mapping[str, float]], reader_scores: Sequence[float]
+    ) -> np.ndarray:
+        """The confidence of each answer from its features (``answer_features``) and score."""
+        if self.method == TEMPERATURE:
+            return sigmoid(score_logit(np.asarray(reader_scores)) / self.temperature)
+        matrix = np.array([[row[name] for name in self.features] for row in rows], dtype=float)
+        matrix = matrix.reshape(len(rows), len(self.features))
+        standard = (matrix - np.asarray(self.mean)) / np.asarray(self.scale)
+        # A missing feature (no valid span) counts as the held-out average.
+        standard = np.where(np.isnan(standard), 0.0, standard)
+        return sigmoid(standard @ np.asarray(self.weights) + self.bias)
+
+    def describe(self) -> str:
+        """One line for logs, model cards and ``GET /v1/model``."""
+        how = (
+            f"temperature scaling (T = {self.temperature:.3g})"
+            if self.method == TEMPERATURE
+            else f"logistic calibrator on {len(self.features)} reader features"
+        )
+        source = self.fitted_on
+        if not source:
+            return how
+        share = source.get("unanswerable_share")
+        shown = f", {100 * share:.0f}% without an answer" if isinstance(share, float) else ""
+        return f"{how}, fitted on {source.get('data')} ({source.get('questions')} questions{shown})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values (``from_dict`` reads them back)."""
+        values: dict[str, Any] = {
+            "format": CALIBRATION_FORMAT,
+            "method": self.method,
+            "correct_means": CORRECT_MEANS,
+        }
+        if self.method == TEMPERATURE:
+            values["temperature"] = self.temperature
+        else:
+            values.update(
+                features=list(self.features),
+                mean=list(self.mean),
+                scale=list(self.scale),
+                weights=list(self.weights),
+                bias=self.bias,
+            )
+        values.update(
+            fitted_on=self.fitted_on, compared=self.compared, warnings=list(self.warnings)
+        )
+        return values
+
+    @classmethod
+    def from_dict(cls, values: Any, source: str) -> Calibration:
+        """A calibration read back; anything malformed is one ``CalibrationError``."""
+        if not isinstance(values, Mapping):
+            raise damaged(source, "it is not a JSON object")
+        if values.get("format") != CALIBRATION_FORMAT:
+            raise damaged(source, f"format {values.get('format')!r} is not {CALIBRATION_FORMAT}")
+        method = values.get("method")
+        if method not in METHODS:
+            raise damaged(source, f"method {method!r} is not one of {', '.join(METHODS)}")
+        extra = _provenance(values)
+        if method == TEMPERATURE:
+            (temperature,) = _numbers([values.get("temperature")], 1, "temperature", source)
+            if temperature <= 0:
+                raise damaged(source, "'temperature' must be positive")
+            return cls(method, temperature, **extra)
+        names = values.get("features")
+        if not isinstance(names, list) or not names or any(n not in FEATURES for n in names):
+            raise damaged(source, "'features' must name some of the calibration features")
+        numbers = {k: _numbers(values.get(k), len(names), k, source) for k in ("mean", "scale")}
+        if any(s <= 0 for s in numbers["scale"]):
+            raise damaged(source, "'scale' must be positive")
+        weights = _numbers(values.get("weights"), len(names), "weights", source)
+        (bias,) = _numbers([values.get("bias")], 1, "bias", source)
+        return cls(
+            method, 1.0, tuple(names), numbers["mean"], numbers["scale"], weights, bias, **extra
+        )
+
+
+def _provenance(values: Mapping[str, Any]) -> dict[str, Any]:
+    fitted_on, compared = values.get("fitted_on"), values.get("compared")
+    warnings = values.get("warnings")
+    return {
+        "fitted_on": dict(fitted_on) if isinstance(fitted_on, Mapping) else {},
+        "compared": dict(compared) if isinstance(compared, Mapping) else {},
+        "warnings": tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
+    }
+
+
+def _numbers(value: Any, length: int, key: str, source: str) -> tuple[float, ...]:
+    ok = isinstance(value, list) and len(value) == length
+    ok = ok and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value
+    )
+    if not ok:
+        raise damaged(source, f"{key!r} must be {length} finite number(s)")
+    return tuple(float(v) for v in value)
+
+
+def damaged(source: str, why: str) -> CalibrationError:
+    """The one error for a calibration that cannot be used, naming its source and the fix."""
+    return CalibrationError(
+        f"{source}: the confidence calibration is damaged ({why}): restore the file, or run "
+        "`qa-finetune calibrate` to fit it again"
+    )
