@@ -258,9 +258,9 @@ def test_calibrating_without_unanswerable_questions_is_one_line_and_writes_nothi
     )
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == (
-        f"error: {ANSWERABLE}: none of its 30 questions is without an answer, so a calibration "
-        "could not learn when 'no answer' is right: hold out questions of both kinds (SQuAD v2 "
-        "style)"
+        f"error: {ANSWERABLE}: none of its 30 questions is without an answer, so no "
+        "no-answer rule can be chosen on it: pass --question-negatives 0.3 to add some, "
+        "or data with unanswerable questions (SQuAD v2 style)"
     )
     assert not (tmp_path / "copy").exists()
     assert sorted(p.name for p in run_dir.iterdir()) == before
