@@ -34,7 +34,7 @@ from qa_finetune.cli.options import (
     friendly_errors,
     share_cores_among,
 )
-from qa_finetune.cli.terminal import visible
+from qa_finetune.cli.terminal import one_line, visible
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
@@ -210,7 +210,8 @@ def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> 
         return
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
-        # Answers are the user's text: escape sequences in them are shown, not obeyed.
-        shown = visible(item["answer"]) if item["answer"] else "(no answer)"
+        # Answers are the user's text: escape sequences in them are shown, not obeyed; one
+        # across a paragraph break shows it as ¶ (--json keeps the text exact).
+        shown = visible(one_line(item["answer"])) if item["answer"] else "(no answer)"
         span = f"chars {item['start']}-{item['end']}"
         typer.echo(f"{prefix}{shown}  (score {item['score']:.3f}, {span})")

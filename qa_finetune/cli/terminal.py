@@ -31,3 +31,17 @@ def visible(text: str) -> str:
     """``text`` with every control character written as an escape (``\\x1b``, ``\\r``);
     tabs and newlines are kept, so text stays readable."""
     return _CONTROL.sub(_escape, text)
+
+
+# A blank line between two runs of text: the end of a paragraph (white space around it too).
+_PARAGRAPH_BREAK = re.compile(r"\s*\n[^\S\n]*\n\s*")
+_WHITE_SPACE = re.compile(r"\s+")
+PARAGRAPH_MARK = "¶"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, each paragraph break shown as `` ¶ `` and any other run of white
+    space (a line end inside a paragraph) as one space: an answer or excerpt that spans two
+    paragraphs shows where one ends."""
+    paragraphs = _PARAGRAPH_BREAK.split(text)
+    return f" {PARAGRAPH_MARK} ".join(_WHITE_SPACE.sub(" ", part) for part in paragraphs)
