@@ -57,6 +57,8 @@ class QuestionAnswerer:
     # The folder the model was loaded from (None when built in memory): a run's records,
     # such as whether it was trained with questions that have no answer, are found from it.
     model_dir: Path | None = None
+    # Told the seconds of each forward pass, to check the profile (``modeling/live_check``).
+    watch: Any = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -77,6 +79,7 @@ class QuestionAnswerer:
             loaded.profile,
             loaded.rule,
             loaded.model_dir,
+            loaded.watch,
         )
 
     def answer(
@@ -140,6 +143,7 @@ class QuestionAnswerer:
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
             passes=passes,
+            watch=self.watch,
         )
 
     def decode(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,8 @@ class LoadedModel:
     profile: CostProfile | None = None
     # How a question's no-answer score is made (the run's or the export's; default null gap).
     rule: NoAnswerRule = field(default_factory=NoAnswerRule)
+    # Told the seconds of each real forward pass, to check the profile (modeling/live_check).
+    watch: Callable[[int, int, float], None] | None = None
 
 
 def load_for_answering(
@@ -100,6 +102,10 @@ def load_for_answering(
     loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen, rule=rule)
     if tune_batch and batch_size is None and not chosen_batch(trained, exported):
         loaded.settings, loaded.profile = tuned(loaded)
+        if loaded.profile is not None:
+            from qa_finetune.modeling.batch_profile import live_check
+
+            loaded.watch = live_check(model, model_dir, chosen, spec.max_length, loaded.profile)
     return loaded
 
 

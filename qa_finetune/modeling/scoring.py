@@ -81,6 +81,7 @@ def evaluate_loaded(
     rule: NoAnswerRule | None = None,
     rule_mode: str = "auto",
     passes: int | None = None,
+    watch: Any = None,
 ) -> dict[str, Any]:
     """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
 
@@ -90,13 +91,14 @@ def evaluate_loaded(
     gap). v2 also gets the best threshold here, the answerability figures and
     ``no_answer_rule_choice``: the rule (of ``rule_mode``) these questions would choose
     (``decoding.no_answer_fit``). Used by ``evaluate`` and by training after each validation.
-    ``passes``: batches run at once (``predict_features``; None: as the cores were shared).
+    ``passes``: batches run at once (``predict_features``; None: as the cores were shared);
+    ``watch``: told each pass's seconds (``predict_features``).
     """
     from qa_finetune.decoding.spans import postprocess_predictions
 
     pad = getattr(tokenizer, "pad_token_id", None)
     start, end = predict_features(
-        model, features, inference_config.batch_size, pad_token_id=pad, passes=passes
+        model, features, inference_config.batch_size, pad_token_id=pad, passes=passes, watch=watch
     )
     predictions = postprocess_predictions(
         list(examples["id"]),
