@@ -193,6 +193,8 @@ def test_an_answer_across_paragraphs_shows_the_break() -> None:
     assert one_line("Alma\r\n \r\n\r\nStroud") == "Alma ¶ Stroud"
     assert one_line("designed\nby  Alma") == "designed by Alma"
     assert one_line("one paragraph") == "one paragraph"
+    # A lone carriage return is no line end: kept, for ``visible`` to show as \r.
+    assert one_line("Stroud\rX") == "Stroud\rX"
 
 
 def test_a_printed_answer_shows_the_paragraph_break(capsys: pytest.CaptureFixture[str]) -> None:
