@@ -197,6 +197,8 @@ class TrainConfig:
     run_name: str | None = None
     output_dir: str = "outputs"
     tensorboard: bool = True
+    tf_weights: bool = False  # model/ also gets tf_model.h5 beside model.safetensors
+    keep_checkpoint: bool = False  # a finished run keeps its checkpoint (3x the model's size)
     # Extra validation sets (comma-separated files) scored at each validation.
     monitor_files: str | None = None
     # How the run learns (training/methods/): standard, from the answer labels alone; distill,

@@ -45,20 +45,49 @@ def test_ask_batch_and_evaluate_use_the_measured_batch_size(
     args = ["ask", "--batch", str(source), "--model", str(tiny_model_dir), "-o", str(output)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "batch size 8: 800.0 windows/s (batch 1: 100.0)" in result.stdout
+    assert (
+        "answering 8 windows at a time, the fastest measured on this machine (800.0 windows "
+        "a second; 100.0 one at a time)"
+    ) in result.stdout
     data = str(sample_data_path("validation"))
     common = ["evaluate", "--model", str(tiny_model_dir), "--data", data, "--max-samples", "2"]
     result = runner.invoke(app, [*common, "--report-dir", str(tmp_path / "eval")])
     assert result.exit_code == 0, result.output
-    assert "batch size 8:" in result.stdout
+    assert "answering 8 windows at a time" in result.stdout
     result = runner.invoke(
         app, [*common, "--report-dir", str(tmp_path / "eval2"), "--batch-size", "3"]
     )
     assert result.exit_code == 0, result.output
-    assert "batch size" not in result.stdout
+    assert "windows at a time" not in result.stdout
 
 
 def test_one_question_measures_nothing(tiny_model_dir: Path, gpu_like: Path) -> None:
     result = runner.invoke(app, ["ask", QUESTION, "--context", CONTEXT, "-m", str(tiny_model_dir)])
     assert result.exit_code == 0, result.output
-    assert "batch size" not in result.stdout
+    assert "windows at a time" not in result.stdout
+
+
+def test_passes_much_faster_than_the_cached_profile_have_it_measured_again(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile measured on a busy machine (one window a second) and the tiny model's real
+    passes (milliseconds): after its warm-up and compared passes, ``ask --batch`` drops it."""
+    from qa_finetune.modeling import live_check
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv(batch_profile.PROFILE_ENV, "on")
+    shared = max(1, cpu_threads.usable_cores() // cpu_threads.default_passes())
+    monkeypatch.setattr(cpu_threads, "_threads_per_pass", shared)
+    lengths = batch_profile.profile_lengths(384)
+    key = profile_cache.profile_key(tiny_model_dir, "tf", lengths)
+    profile_cache.write(key, CostProfile("tf", {length: {1: 1.0} for length in lengths}))
+    source = tmp_path / "in.jsonl"
+    count = live_check.WARM_UP_PASSES + live_check.COMPARED_PASSES
+    line = json.dumps({"question": QUESTION, "context": CONTEXT}) + "\n"
+    source.write_text(line * count)
+    args = ["ask", "--batch", str(source), "-m", str(tiny_model_dir), "-o", str(tmp_path / "o")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "answering 1 window at a time" in result.stdout
+    assert "times faster than when its batch size was measured" in result.stdout
+    assert profile_cache.read(key) is None  # the next command measures again

@@ -134,7 +134,7 @@ def test_an_interrupted_crossval_continues_without_redoing_finished_folds(
     assert _crossval(config).exit_code == 130  # interrupted, as by Ctrl-C
     assert calls == [("fold-0", False), ("fold-1", False)]
     assert json.loads((root / "crossval.json").read_text())["complete"] is False
-    model_file = root / "fold-0" / "model" / "tf_model.h5"
+    model_file = root / "fold-0" / "model" / "model.safetensors"
     trained = model_file.stat().st_mtime_ns
 
     monkeypatch.undo()
@@ -147,13 +147,14 @@ def test_an_interrupted_crossval_continues_without_redoing_finished_folds(
     summary = json.loads((root / "crossval.json").read_text())
     assert summary["complete"] and len(summary["folds"]) == 2
 
-    # A fold whose run lost its metrics resumes from its checkpoint; the other is not redone.
+    # A fold whose run lost its metrics is trained again (its checkpoint went when it
+    # finished); the other is not redone.
     (root / "fold-1" / "metrics.json").unlink()
     monkeypatch.undo()
     calls = _recording_train(monkeypatch)
     result = _crossval(config)
     assert result.exit_code == 0, result.output
-    assert calls == [("fold-1", True)]
+    assert calls == [("fold-1", False)]
     assert (root / "fold-1" / "metrics.json").is_file()
     assert json.loads((root / "crossval.json").read_text())["folds"] == summary["folds"]
 

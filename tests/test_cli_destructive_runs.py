@@ -206,7 +206,7 @@ def test_real_overwrite_changes_only_what_it_made(tmp_path: Path, tiny_model_dir
     assert changed and all(_made_by(name)(p) for p in changed), sorted(changed)
     # The old cache stays; the run's own folder is a complete new run.
     assert all(after.get(p) == v for p, v in before.items() if p.startswith("out/features/"))
-    assert {"config.yaml", "metrics.json", "model/tf_model.h5"} <= {
+    assert {"config.yaml", "metrics.json", "model/model.safetensors"} <= {
         p.removeprefix(f"out/{name}/") for p in after if p.startswith(f"out/{name}/")
     }
     assert after[f"out/{name}/metrics.json"] != FINISHED["metrics.json"]

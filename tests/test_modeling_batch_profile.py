@@ -1,5 +1,7 @@
-"""The forward cost measured (warm-up, median, early stop, time cap), cached per machine in
-XDG_CACHE_HOME, and the batch size it chooses for ask, evaluate and serve; a flag wins."""
+"""The forward cost measured (warm-up, best of several, early stop, time cap, rounds timed
+again in alternating order), cached per machine in XDG_CACHE_HOME, and the batch size it
+chooses for ask, evaluate and serve; a flag wins; real passes much faster than the profile
+drop it from the cache."""
 
 from __future__ import annotations
 
@@ -35,9 +37,10 @@ def test_a_cpu_like_cost_stops_growing_the_batch_once_a_window_costs_more() -> N
     # Per window at 4 is 1.3x that at 1, past RISING (1.25): 8 is never tried.
     assert profile.batches() == [1, 2, 4]
     assert profile.seconds[384][2] == pytest.approx(2 * 384e-4 * 1.1)
-    # One untimed pass first, then per shape one warm-up and three timed passes.
+    # One untimed pass first, then per shape one warm-up and three timed passes, then two
+    # more rounds of one pass per shape.
     assert model.passes[0] == (1, 128)
-    assert len(model.passes) == 1 + 3 * 2 * 4
+    assert len(model.passes) == 1 + 3 * 2 * 4 + 2 * 3 * 2
 
 
 def test_a_gpu_like_cost_is_measured_up_to_the_largest_batch() -> None:
@@ -53,7 +56,7 @@ def test_the_time_cap_stops_before_a_size_that_would_pass_it(cap: float, sizes: 
     # (0.8, 1.6, 3.2 s: 5.6 s in all), and 8 (a pass of 0.8 s, timed once) 2 x 2 x 0.8 s.
     model = FakeModel(lambda b, n: 0.1 * b)
     profile = batch_profile.measure(
-        model.run_pass, "tf", (128, 384), time_cap=cap, clock=model.clock
+        model.run_pass, "tf", (128, 384), time_cap=cap, clock=model.clock, extra_rounds=0
     )
     assert profile.batches() == sizes
     assert model.now - 0.1 <= cap  # the untimed first pass aside
@@ -64,7 +67,7 @@ def test_a_long_pass_is_timed_once_after_its_warm_up() -> None:
     # batch): three timed passes of every shape would stop at 4 windows under a 12 s cap.
     model = FakeModel(lambda b, n: b * n * 4.7e-4)
     profile = batch_profile.measure(
-        model.run_pass, "tf", (128, 384), time_cap=12.0, clock=model.clock
+        model.run_pass, "tf", (128, 384), time_cap=12.0, clock=model.clock, extra_rounds=0
     )
     assert profile.batches() == [1, 2, 4, 8]
     shapes = model.passes[1:]
@@ -90,7 +93,63 @@ def test_the_three_lengths_reach_eight_windows_within_the_cap() -> None:
     profile = batch_profile.measure(model.run_pass, "tf", lengths, clock=model.clock)
     assert profile.batches() == [1, 2, 4, 8]
     assert sorted(profile.seconds) == [128, 256, 384]
-    assert model.now - model.cost(1, 128) <= batch_profile.TIME_CAP
+    # The sizes grown within the cap, the rounds timed again within theirs.
+    cap = batch_profile.TIME_CAP + batch_profile.EXTRA_CAP
+    assert model.now - model.cost(1, 128) <= cap
+
+
+class BusyModel(FakeModel):
+    """Passes cost ``cost(batch, length)`` seconds, times ``slowdown`` while the machine is
+    busy: from the ``busy_from``-th pass for ``busy_for`` passes."""
+
+    def __init__(self, cost, busy_from: int, busy_for: int, slowdown: float) -> None:
+        super().__init__(cost)
+        self.busy = range(busy_from, busy_from + busy_for)
+        self.slowdown = slowdown
+
+    def run_pass(self, batch: int, length: int) -> None:
+        factor = self.slowdown if len(self.passes) in self.busy else 1.0
+        self.passes.append((batch, length))
+        self.now += self.cost(batch, length) * factor
+
+
+def test_a_burst_of_load_while_growing_the_batch_is_timed_away_in_later_rounds() -> None:
+    # A CPU where 2 windows a pass are cheapest per window; the machine is 6x slower while
+    # size 2 is first timed (passes 9 to 16, after the untimed pass and size 1's eight), as
+    # when other work starts: growing the batch stops there.
+    def cost(batch: int, length: int) -> float:
+        return {1: 0.010, 2: 0.016, 4: 0.036}[batch] * length / 128
+
+    def measured(extra_rounds: int) -> tuple[BusyModel, CostProfile]:
+        model = BusyModel(cost, busy_from=9, busy_for=8, slowdown=6.0)
+        profile = batch_profile.measure(
+            model.run_pass, "tf", (128, 256), clock=model.clock, extra_rounds=extra_rounds
+        )
+        return model, profile
+
+    _, once = measured(0)
+    model, rounds = measured(batch_profile.EXTRA_ROUNDS)
+    # Timed once, 2 windows looked 6x dearer than they are and 1 window won.
+    assert once.batches() == [1, 2]
+    assert once.seconds[128][2] == pytest.approx(6 * 0.016)
+    assert batch_profile.choose_batch(once) == 1
+    # Every shape timed again after the burst: each keeps its fastest pass, the true cost.
+    assert rounds.seconds[128][2] == pytest.approx(0.016)
+    assert rounds.seconds[256][2] == pytest.approx(0.032)
+    assert batch_profile.choose_batch(rounds) == 2
+    # Two extra rounds of the four shapes: largest batch first, then smallest first.
+    extra = [batch for batch, _ in model.passes[-8:]]
+    assert extra == [2, 2, 1, 1, 1, 1, 2, 2]
+
+
+def test_the_extra_rounds_stop_at_their_cap() -> None:
+    model = FakeModel(lambda b, n: 0.5)  # every pass half a second
+    batch_profile.measure(
+        model.run_pass, "tf", (128,), sizes=(1, 2), clock=model.clock, extra_cap=1.2
+    )
+    # Sizes 1 and 2: an untimed pass, a warm-up and one timed pass each (long passes), then
+    # two passes of the extra rounds fit in 1.2 s and a third would not.
+    assert len(model.passes) == 1 + 2 * 2 + 2
 
 
 @pytest.fixture
@@ -170,3 +229,49 @@ def test_a_profile_for_another_machine_is_not_used(tiny_model_dir: Path, cache: 
     assert profile_cache.read(key) == flat
     assert profile_cache.read({**key, "cpu": "another CPU"}) is None
     assert profile_cache.read({**key, "backend": "onnx"}) is None
+
+
+def test_real_passes_much_faster_than_the_profile_drop_it_from_the_cache(
+    tiny_model_dir: Path, cache: Path
+) -> None:
+    from qa_finetune.modeling import live_check
+
+    key = profile_cache.profile_key(tiny_model_dir, "tf", (96,))
+    # Measured on a busy machine: every pass looked 0.1 s a window.
+    busy = CostProfile("tf", {96: {1: 0.1, 2: 0.2, 4: 0.4}})
+    profile_cache.write(key, busy)
+    check = live_check.LiveCheck(busy, live_check.forget_cached(key))
+    # The warm-up passes say nothing, however fast.
+    for _ in range(live_check.WARM_UP_PASSES):
+        check(2, 96, 0.001)
+    # Real passes at 0.06 s a window (0.6 of the profile): it agrees well enough.
+    for _ in range(live_check.COMPARED_PASSES - 1):
+        check(2, 96, 0.12)
+    assert check.verdict is None and profile_cache.read(key) == busy
+    check(2, 96, 0.12)
+    assert check.verdict == pytest.approx(0.6)
+    assert profile_cache.read(key) == busy  # kept: judged once, not faster by DISAGREES
+    # Another check where the real passes take 0.04 s a window: 2.5x faster than the profile.
+    check = live_check.LiveCheck(busy, live_check.forget_cached(key))
+    for _ in range(live_check.WARM_UP_PASSES + live_check.COMPARED_PASSES):
+        check(4, 96, 0.16)
+    assert check.verdict == pytest.approx(0.4)
+    assert profile_cache.read(key) is None  # measured again by the next command
+
+
+def test_real_passes_slower_than_the_profile_keep_it() -> None:
+    from qa_finetune.modeling import live_check
+
+    calls: list[float] = []
+    profile = CostProfile("tf", {128: {1: 0.01, 2: 0.02}, 256: {1: 0.02, 2: 0.04}})
+    check = live_check.LiveCheck(profile, calls.append, warm_up=0, compared=4)
+    # Padded to 192 tokens (between the measured lengths: 0.03 s for 2 windows), 5x slower:
+    # the machine is busy now, and measuring now would keep that.
+    for _ in range(4):
+        check(2, 192, 0.15)
+    assert check.verdict == pytest.approx(5.0)
+    assert calls == []
+    faster = live_check.LiveCheck(profile, calls.append, warm_up=0, compared=4)
+    for _ in range(4):
+        faster(2, 192, 0.01)
+    assert calls == [pytest.approx(1 / 3)]

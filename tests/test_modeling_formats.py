@@ -43,7 +43,8 @@ def test_backend_choice_follows_the_files(tmp_path: Path) -> None:
         choose_backend(tmp_path, "auto", quantized=True)
     assert str(caught.value) == (
         f"--quantized: {tmp_path} has no model.int8.onnx: export one with `qa-finetune export "
-        "RUN --format onnx --quantize int8` and pass that folder as --model, or drop --quantized"
+        "--model RUN --format onnx --quantize int8` and pass that folder as --model, or drop "
+        "--quantized"
     )
     (tmp_path / "model.int8.onnx").write_bytes(b"")
     assert choose_backend(tmp_path, "auto", quantized=True) == "onnx"

@@ -726,8 +726,8 @@ def test_quantized_without_an_int8_model_is_one_line(
     }[command]
     for extra, expected in [
         ([], f"error: --quantized: {plain} has no model.int8.onnx: export one with `qa-finetune "
-         "export RUN --format onnx --quantize int8` and pass that folder as --model, or drop "
-         "--quantized"),
+         "export --model RUN --format onnx --quantize int8` and pass that folder as --model, or "
+         "drop --quantized"),
         (["--backend", "tf"], "error: --quantized runs the int8 ONNX model: use --backend onnx "
          "or auto, or drop --quantized"),
     ]:  # fmt: skip

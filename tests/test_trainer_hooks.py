@@ -105,5 +105,11 @@ def test_a_distillation_train_step_reports_its_own_loss_and_writes_a_normal_run(
     assert math.isfinite(distilled["train_loss"])
     assert distilled["train_loss"] != pytest.approx(base["train_loss"], rel=1e-3)
     assert [row["step"] for row in _history(run_dir)] == [row["step"] for row in _history(base_run)]
-    for name in ("config.yaml", "env.json", "curves.png", "model/tf_model.h5", "model/config.json"):
+    for name in (
+        "config.yaml",
+        "env.json",
+        "curves.png",
+        "model/model.safetensors",
+        "model/config.json",
+    ):
         assert (run_dir / name).is_file(), name

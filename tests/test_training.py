@@ -12,13 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_files import sample_data_path
 from tiny_runs import tiny_run_config
 
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
 
-# Two epochs at a high rate and frequent checkpoints: resume and checkpoint tests need them.
-TRAIN_DEFAULTS = {"epochs": 2, "learning_rate": 1e-3, "checkpoint_every_steps": 3}
+# Two epochs at a high rate and frequent checkpoints, kept at the end: resume and checkpoint
+# tests need them (``lean_run`` is a run as it finishes by default).
+TRAIN_DEFAULTS = {
+    "epochs": 2,
+    "learning_rate": 1e-3,
+    "checkpoint_every_steps": 3,
+    "keep_checkpoint": True,
+}
 
 
 def tiny_config(model_dir: Path, output_dir: Path, **train: Any) -> Config:
@@ -32,6 +39,15 @@ def finished_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     return train(tiny_config(tiny_model_dir, tmp_path_factory.mktemp("runs")))
 
 
+@pytest.fixture(scope="module")
+def lean_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run with the defaults: one weights format, its checkpoint removed."""
+    from qa_finetune.training.trainer import train
+
+    root = tmp_path_factory.mktemp("lean")
+    return train(tiny_config(tiny_model_dir, root, keep_checkpoint=False))
+
+
 def test_run_directory_describes_itself(finished_run: Path) -> None:
     for name in (
         "config.yaml",
@@ -41,7 +57,7 @@ def test_run_directory_describes_itself(finished_run: Path) -> None:
         "env.json",
         "prepare_report.json",
         "model/config.json",
-        "model/tf_model.h5",
+        "model/model.safetensors",
         "model/tokenizer.json",
     ):
         assert (finished_run / name).is_file(), name
@@ -58,27 +74,97 @@ def test_run_directory_describes_itself(finished_run: Path) -> None:
     assert resolved.train.run_name == "tiny"
 
 
-def test_saved_model_loads_with_transformers_alone(finished_run: Path) -> None:
-    from transformers import AutoTokenizer, TFAutoModelForQuestionAnswering
+def test_a_finished_run_keeps_one_weights_file_and_no_checkpoint(
+    lean_run: Path, finished_run: Path
+) -> None:
+    """model/ holds model.safetensors alone (no tf_model.h5), checkpoints/ is removed at the
+    end (kept with train.keep_checkpoint), and what remains is the records and the model."""
+    assert sorted(p.name for p in lean_run.iterdir()) == [
+        "config.yaml",
+        "curves.png",
+        "env.json",
+        "history.csv",
+        "metrics.json",
+        "model",
+        "prepare_report.json",
+    ]
+    assert (finished_run / "checkpoints" / "checkpoint").is_file()
+    weights = {p.name for p in (lean_run / "model").iterdir()} & {
+        "tf_model.h5",
+        "model.safetensors",
+        "pytorch_model.bin",
+    }
+    assert weights == {"model.safetensors"}
 
-    # model/ also holds PyTorch-format model.safetensors, which transformers' TF loader would
-    # pick first and cannot read: use_safetensors=False selects tf_model.h5.
-    assert (finished_run / "model" / "model.safetensors").is_file()
-    model = TFAutoModelForQuestionAnswering.from_pretrained(
-        str(finished_run / "model"), use_safetensors=False
+
+def test_the_kept_model_loads_and_answers_without_tf_weights(
+    lean_run: Path, tmp_path: Path
+) -> None:
+    """ask, evaluate and export work from a run whose model/ has model.safetensors alone;
+    export --format hf adds tf_model.h5, which transformers' TF loader reads alone."""
+    from transformers import TFAutoModelForQuestionAnswering
+    from typer.testing import CliRunner
+
+    from qa_finetune.cli.app import app
+    from qa_finetune.modeling.loading import load_qa_model
+
+    kept = load_qa_model(lean_run / "model")
+    runner = CliRunner()
+    context = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931."
+    asked = runner.invoke(
+        app, ["ask", "Who designed it?", "--context", context, "--model", str(lean_run)]
     )
-    tokenizer = AutoTokenizer.from_pretrained(str(finished_run / "model"))
-    out = model(**tokenizer("Who?", "Nobody at all.", return_tensors="tf"))
-    assert out.start_logits.shape[-1] == out.end_logits.shape[-1]
+    assert asked.exit_code == 0, asked.output
+    assert "(score " in asked.stdout
+    data = str(sample_data_path("validation"))
+    report = str(tmp_path / "eval")
+    evaluated = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "-m",
+            str(lean_run),
+            "--data",
+            data,
+            "--max-samples",
+            "2",
+            "--report-dir",
+            report,
+        ],
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["total"] == 2
+    exported = runner.invoke(
+        app, ["export", "--model", str(lean_run), "--output", str(tmp_path / "hf")]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert (tmp_path / "hf" / "tf_model.h5").is_file()
+    loaded = TFAutoModelForQuestionAnswering.from_pretrained(tmp_path / "hf", use_safetensors=False)
+    for a, b in zip(kept.weights, loaded.weights, strict=True):
+        assert a.shape == b.shape
+        assert (a.numpy() == b.numpy()).all()
+
+
+def test_resuming_a_finished_run_says_it_finished(lean_run: Path, tiny_model_dir: Path) -> None:
+    from qa_finetune.training.trainer import train
+
+    config = tiny_config(tiny_model_dir, lean_run.parent, keep_checkpoint=False)
+    with pytest.raises(QAFinetuneError) as caught:
+        train(config, resume=True)
+    assert str(caught.value) == (
+        f"nothing to resume in {lean_run}: the run finished (metrics.json) and its "
+        "checkpoint was removed then; to train on from it, start a new run with "
+        f"--init-from {lean_run}"
+    )
 
 
 def test_existing_run_is_not_overwritten(finished_run: Path, tiny_model_dir: Path) -> None:
     from qa_finetune.training.trainer import train
 
-    before = (finished_run / "model" / "tf_model.h5").read_bytes()
+    before = (finished_run / "model" / "model.safetensors").read_bytes()
     with pytest.raises(QAFinetuneError, match="--overwrite"):
         train(tiny_config(tiny_model_dir, finished_run.parent))
-    assert (finished_run / "model" / "tf_model.h5").read_bytes() == before
+    assert (finished_run / "model" / "model.safetensors").read_bytes() == before
 
 
 def test_resume_without_checkpoint_is_an_error(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -193,7 +279,10 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
     from qa_finetune.publish.export import export_run
     from qa_finetune.training.trainer import train
 
-    run_dir = train(tiny_config(tiny_model_dir, tmp_path, epochs=3, keep_model="last"))
+    config = tiny_config(
+        tiny_model_dir, tmp_path, epochs=3, keep_model="last", keep_checkpoint=False
+    )
+    run_dir = train(config)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     with (run_dir / "history.csv").open(encoding="utf-8") as handle:
         history = list(csv.DictReader(handle))
@@ -201,9 +290,11 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
     assert len(history) == 3
     assert metrics["f1"] == pytest.approx(float(history[-1]["f1"]))
 
+    # The checkpoint went when the run finished: model/ holds the last weights, exported.
+    assert not (run_dir / "checkpoints").exists()
     exported = export_run(run_dir, "hf", "latest")
     assert exported == run_dir / f"model-step-{metrics['steps']}"
-    kept = TFAutoModelForQuestionAnswering.from_pretrained(run_dir / "model", use_safetensors=False)
+    kept = load_qa_model(run_dir / "model")
     restored = TFAutoModelForQuestionAnswering.from_pretrained(exported, use_safetensors=False)
     base = load_qa_model(tiny_model_dir)
     pairs = list(zip(kept.trainable_weights, restored.trainable_weights, strict=True))
@@ -215,6 +306,43 @@ def test_keep_model_last_saves_the_final_weights(tiny_model_dir: Path, tmp_path:
     )
     with pytest.raises(QAFinetuneError, match="already exists"):
         export_run(run_dir, "hf", "latest")
+    # --init-from RUN --init-checkpoint latest starts from model/: the last weights.
+    from qa_finetune.runs.lookup import load_run_config
+    from qa_finetune.training import init_from
+
+    latest = init_from._weights(run_dir, load_run_config(run_dir), "latest")
+    assert latest == (run_dir / "model", None)
+
+
+def test_the_last_weights_of_a_run_that_kept_its_best_are_gone(
+    lean_run: Path, tmp_path: Path
+) -> None:
+    """With its checkpoint removed, a run whose model/ holds an earlier step's weights has
+    no last weights to start from or export: one line each, naming the setting."""
+    import shutil
+
+    from qa_finetune.publish.export import export_run
+    from qa_finetune.runs.lookup import load_run_config
+    from qa_finetune.training import init_from
+
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(lean_run, run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics.update(kept_model="best", best_step=metrics["steps"] - 1)
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(QAFinetuneError) as caught:
+        init_from._weights(run_dir, load_run_config(run_dir), "latest")
+    assert str(caught.value) == (
+        f"run {run_dir} has no checkpoint (removed when the run finished; train it with --set "
+        "train.keep_checkpoint=true to keep it): use --init-checkpoint model (its model/)"
+    )
+    with pytest.raises(QAFinetuneError) as caught:
+        export_run(run_dir, "hf", "latest")
+    assert str(caught.value) == (
+        f"{run_dir} finished and its checkpoint was removed then (its model/ holds its best "
+        "weights, not its last): --checkpoint best exports model/; train with --set "
+        "train.keep_checkpoint=true to keep the last weights"
+    )
 
 
 def test_export_needs_a_checkpoint(tmp_path: Path) -> None:
@@ -311,7 +439,7 @@ def test_damaged_checkpoint_on_resume_names_the_file_and_fix(
         train(tiny_config(tiny_model_dir, tmp_path), resume=True)
     message = str(info.value)
     assert named in message and "--overwrite" in message and "\n" not in message
-    assert (run_dir / "model" / "tf_model.h5").is_file()  # nothing else was touched
+    assert (run_dir / "model" / "model.safetensors").is_file()  # nothing else was touched
 
 
 @pytest.mark.slow

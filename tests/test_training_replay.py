@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.training.batching import bucketed_order
-from qa_finetune.training.replay import interleave, plan_epoch, replay_batch_count, sample_replay
+from qa_finetune.training.replay import (
+    interleave,
+    plan_epoch,
+    replay_batch_count,
+    replay_window_count,
+    sample_replay,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -30,7 +36,11 @@ def test_replay_is_the_fraction_of_the_epoch_within_one_batch(
     plan = plan_epoch(in_domain, available, batch_size, fraction, seed, epoch)
     total = in_domain + len(plan.replay)
     assert abs(len(plan.replay) - fraction * total) <= batch_size
-    assert len(plan.replay) % batch_size == 0
+    # Whole batches, or an epoch too short for one: its fraction of windows, rounded.
+    if len(plan.replay_slots):
+        assert len(plan.replay) == len(plan.replay_slots) * batch_size
+    else:
+        assert abs(len(plan.replay) - fraction * total) <= 0.5 + fraction
     assert np.array_equal(plan.in_domain, np.arange(in_domain))
     assert plan.replay.min(initial=0) >= 0 and plan.replay.max(initial=0) < available
     # No replay window twice before every one has been used.
@@ -58,9 +68,14 @@ def test_batches_come_from_one_source_and_only_the_last_is_short(
     assert len(order) == in_domain + len(plan.replay)
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     assert all(len(b) == batch_size for b in batches[:-1])
-    from_replay = [bool((b >= in_domain).all()) for b in batches]
-    assert all(bool((b >= in_domain).all()) or bool((b < in_domain).all()) for b in batches)
-    assert np.flatnonzero(from_replay).tolist() == plan.replay_slots.tolist()
+    if len(plan.replay) and not len(plan.replay_slots):
+        # Too short an epoch for a replay batch: its replay windows end it.
+        assert (order[-len(plan.replay) :] >= in_domain).all()
+        assert (order[: -len(plan.replay)] < in_domain).all()
+    else:
+        from_replay = [bool((b >= in_domain).all()) for b in batches]
+        assert all(bool((b >= in_domain).all()) or bool((b < in_domain).all()) for b in batches)
+        assert np.flatnonzero(from_replay).tolist() == plan.replay_slots.tolist()
     assert np.array_equal(np.sort(order[order < in_domain]), np.arange(in_domain))
     assert np.array_equal(np.sort(order[order >= in_domain] - in_domain), np.sort(plan.replay))
 
@@ -79,9 +94,24 @@ def test_every_epoch_has_the_same_number_of_replay_batches() -> None:
     # 30 in-domain batches at 10% want 3.33 replay batches per epoch: 3 in each.
     plans = [plan_epoch(960, 5000, 32, 0.1, seed=3, epoch=e) for e in range(5)]
     assert {len(plan.replay) for plan in plans} == {96}
-    # 3 in-domain batches at 10% want a third of a replay batch: none, in every epoch.
+    # 3 in-domain batches at 10% want a third of a replay batch: no replay batch...
     assert replay_batch_count(96, 32, 0.1) == 0
     assert replay_batch_count(96, 32, 0.2) == 1  # 0.75 of a batch
+
+
+def test_a_few_dozen_windows_still_replay_their_fraction_in_the_last_batch() -> None:
+    """16 labelled questions' windows at batch 32 and 0.2: no whole replay batch, but 4
+    replay windows (a fifth of 20) share the epoch's one batch."""
+    assert replay_batch_count(16, 32, 0.2) == 0
+    assert replay_window_count(16, 32, 0.2) == 4
+    assert replay_window_count(96, 32, 0.1) == 11  # a third of a batch: 11 windows
+    assert replay_window_count(96, 32, 0.2) == 32  # whole batches when there are any
+    assert replay_window_count(1, 32, 0.2) == 0  # a quarter of a window: none
+    plan = plan_epoch(16, 3696, 32, 0.2, seed=5, epoch=0)
+    assert len(plan.replay) == 4 and len(plan.replay_slots) == 0
+    assert plan.replay_share == pytest.approx(0.2)
+    order = interleave(plan, np.arange(16)[::-1], plan.replay)
+    assert order.tolist() == [*range(15, -1, -1), *(plan.replay + 16).tolist()]
 
 
 def test_zero_fraction_keeps_todays_epochs_and_needs_no_replay_data() -> None:

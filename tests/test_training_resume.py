@@ -23,6 +23,8 @@ def _config(
     model_dir: Path, output_dir: Path, data_dir: Path | None = None, **train: Any
 ) -> Config:
     """The tiny run: one epoch, a checkpoint at every step; data copied to ``data_dir``."""
+    # Checkpoints kept at the end (train.keep_checkpoint): these tests look at them.
+    train = {"keep_checkpoint": True, **train}
     config = tiny_run_config(model_dir, output_dir, epochs=1, checkpoint_every_steps=1, **train)
     if data_dir is None:
         return config

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qa_finetune.cli.terminal import visible
+from qa_finetune.cli.terminal import one_line, visible
 
 
 def percent(probability: float) -> str:
@@ -26,12 +26,12 @@ def answer_line(item: dict[str, Any]) -> str:
     """One answer as ``ask`` prints it (answers are the user's text: escapes are shown)."""
     if item.get("not_sure"):
         guess = item["best_candidate"]
-        what = f'"{visible(guess["answer"])}"' if guess["answer"] else "no answer"
+        what = f'"{visible(one_line(guess["answer"]))}"' if guess["answer"] else "no answer"
         return (
             f"(not sure: confidence {percent(item['confidence'])}, below the minimum; best "
             f"candidate {what}{_span(guess)})"
         )
-    shown = visible(item["answer"]) if item["answer"] else "(no answer)"
+    shown = visible(one_line(item["answer"])) if item["answer"] else "(no answer)"
     if "confidence" in item:
         sure = f"confidence {percent(item['confidence'])}"
     else:

@@ -18,7 +18,7 @@ import typer
 
 from qa_finetune.cli.answer_lines import answer_line, percent
 from qa_finetune.cli.ask_batch import answer_batch, read_batch
-from qa_finetune.cli.terminal import visible
+from qa_finetune.cli.terminal import one_line, visible
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 
@@ -152,7 +152,8 @@ def print_index_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool
             f"retrieval {item['retrieval_score']:.2f}, passage rank {item['retrieval_rank']}"
         )
         # Documents are the user's data: escape sequences in them are shown, not obeyed; an
-        # answer across a line end is shown on one line (--json keeps it exact).
+        # answer across a line end is shown on one line, a paragraph break as ¶ (--json keeps
+        # it exact).
         typer.echo(f"{prefix}{visible(_fold(item['answer']))}  ({scores})")
         typer.echo(f"{indent}from {visible(item['document'])}, chars {item['start']}-{item['end']}")
         offset = item["passage_start"]
@@ -163,7 +164,7 @@ def print_index_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool
 def excerpt(text: str, start: int, end: int, width: int = EXCERPT_CHARS) -> str:
     """About ``width`` characters of ``text`` around ``[start, end)``, the span between « and
     », cut between words with … where the text goes on; runs of white space (line ends
-    included) are shown as one space, so the excerpt is one line."""
+    included) are shown as one space and a paragraph break as ¶, so the excerpt is one line."""
     room = max(0, width - (end - start)) // 2
     left, right = max(0, start - room), min(len(text), end + room)
     if left > 0 and not text[left - 1].isspace():
@@ -180,4 +181,4 @@ _SPACE = re.compile(r"\s")
 
 
 def _fold(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
+    return one_line(text)

@@ -20,6 +20,8 @@ def load_answerer(
 ) -> QuestionAnswerer:
     """The model (default: the latest run under ``output_dir``) on its backend; a run that an
     interrupted `train --overwrite` moved aside is named in the error or a note."""
+    if model is None:
+        model = _latest_run(output_dir)
     aside = _replaced_note(model)
     try:
         reference = model_on_backend(model, backend, output_dir, settings["quantized"])
@@ -33,6 +35,16 @@ def load_answerer(
     if aside is not None:
         typer.echo(f"note: {aside}", err=True)
     return answerer
+
+
+def _latest_run(output_dir: str | None) -> str:
+    """The latest run under ``output_dir``, named on stderr: an answer says which model gave
+    it (stdout keeps only the answers, for scripts)."""
+    from qa_finetune.runs.lookup import latest_run
+
+    run = str(latest_run(Path(output_dir or "outputs")))
+    typer.echo(f"model: {run} (the latest run; --model chooses another)", err=True)
+    return run
 
 
 def _replaced_note(model: str | None) -> str | None:

@@ -1,4 +1,5 @@
-"""Where ``ask`` reads its context: ``--context``, ``--context-file`` or stdin, exactly once."""
+"""Where ``ask`` reads its context: ``--context``, ``--context-file`` or stdin, exactly once.
+An HTML or PDF file gives its text, as ``index`` reads it; other files are read exactly."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import io
 import sys
 from pathlib import Path
 
+from qa_finetune.documents.problems import SkippedDocument
 from qa_finetune.errors import QAFinetuneError
 
 
@@ -46,7 +48,9 @@ def read_context(context: str | None, context_file: Path | None) -> str:
                 "(drop the option or the pipe)"
             )
     if context_file is not None:
-        return read_text(context_file, "context file", "--context-file")
+        return _document_text(context_file) or read_text(
+            context_file, "context file", "--context-file"
+        )
     if context is not None:
         return context
     piped = _stdin_bytes(wait=True)
@@ -55,3 +59,19 @@ def read_context(context: str | None, context_file: Path | None) -> str:
     raise QAFinetuneError(
         "no context: pass --context TEXT, --context-file PATH or pipe it on stdin"
     )
+
+
+def _document_text(path: Path) -> str | None:
+    """The text of an HTML or PDF file as ``index`` extracts it (None for any other file,
+    read exactly as it is): a question about a web page is asked of its words, not its
+    tags. Answer offsets then count the characters of that text."""
+    from qa_finetune.documents.reading import HTML_SUFFIXES, extract_text, read_file_bytes
+    from qa_finetune.files import check_file
+
+    if path.suffix.lower() not in (*HTML_SUFFIXES, ".pdf"):
+        return None
+    check_file(path, "context file", "--context-file")
+    try:
+        return extract_text(read_file_bytes(path), path.suffix, path)
+    except SkippedDocument as exc:
+        raise QAFinetuneError(f"cannot use --context-file {exc.path}: {exc.reason}") from None

@@ -8,13 +8,16 @@ from typing import Annotated
 import typer
 
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
-from qa_finetune.cli.options import friendly_errors
+from qa_finetune.cli.options import ModelArgument, friendly_errors, one_model
 from qa_finetune.modeling.formats import REGISTRY, choices
 
 
 @friendly_errors
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory (or a model folder).")],
+    model_argument: ModelArgument = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Run directory (or a model folder).")
+    ] = None,
     format: Annotated[
         str,
         typer.Option(
@@ -27,7 +30,7 @@ def export(
         typer.Option(
             "--checkpoint",
             help="best (RUN/model: the weights `ask --model RUN` uses; the default) or latest "
-            "(the latest training checkpoint).",
+            "(the last weights: the training checkpoint, or model/ when it holds them).",
         ),
     ] = None,
     quantize: Annotated[
@@ -50,6 +53,8 @@ def export(
 ) -> None:
     """Export a run: a model folder with PyTorch weights, a SavedModel or an ONNX model."""
     from qa_finetune.runs.lock import lock_run_of
+
+    run_dir = Path(one_model(model_argument, model, "export"))
 
     # Locked first: a run being trained (checkpoints rotating) is refused in one line.
     with lock_run_of(run_dir, "export"):

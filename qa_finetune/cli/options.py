@@ -33,6 +33,14 @@ SetOption = Annotated[
 ModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model: local dir, run dir, package or Hub id.")
 ]
+# Commands that once took the model as an argument take --model like every other command;
+# the argument stays as an alias, so earlier scripts keep working.
+ModelArgument = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="MODEL", help="The model, as --model names it (an alias).", show_default=False
+    ),
+]
 TrainFileOption = Annotated[
     str | None, typer.Option("--train-file", help="Training data: SQuAD JSON, JSONL, CSV, Parquet.")
 ]
@@ -104,6 +112,19 @@ def check_threshold(value: float | None) -> None:
             f"--no-answer-threshold must be a finite number, got {value}: give a margin such "
             "as 0 or 2.5"
         )
+
+
+def one_model(argument: str | None, option: str | None, command: str) -> str:
+    """The model a command was given, as ``--model`` or as its positional alias (once)."""
+    if argument is not None and option is not None and argument != option:
+        raise QAFinetuneError(
+            f"two models given ({argument} and --model {option}): name it once, "
+            f"qa-finetune {command} --model MODEL"
+        )
+    model = option if option is not None else argument
+    if model is None:
+        raise QAFinetuneError(f"no model: qa-finetune {command} --model RUN_OR_MODEL_FOLDER")
+    return model
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from qa_finetune.cli.options import friendly_errors
+from qa_finetune.cli.options import ModelArgument, friendly_errors, one_model
 
 
 @friendly_errors
 def push(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory to publish.")],
     repo_id: Annotated[str, typer.Option("--repo-id", help="Hub repository USER/NAME.")],
+    model_argument: ModelArgument = None,
     private: Annotated[bool, typer.Option("--private", help="Create the repo as private.")] = False,
     revision: Annotated[str | None, typer.Option(help="Branch to push to.")] = None,
     commit_message: Annotated[str | None, typer.Option(help="Commit message.")] = None,
@@ -23,6 +23,9 @@ def push(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Write the upload folder and card; no network.")
     ] = False,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Run directory to publish.")
+    ] = None,
     staging_dir: Annotated[
         Path | None,
         typer.Option(
@@ -33,6 +36,8 @@ def push(
 ) -> None:
     """Publish a run (model, tokenizer, model card, evaluation files) to the Hub."""
     from qa_finetune.publish.hub import push_run
+
+    run_dir = Path(one_model(model_argument, model, "push"))
 
     # Without --staging-dir a dry run stages in a temporary folder (a model-sized copy does
     # not belong beside the run) and says where it is.

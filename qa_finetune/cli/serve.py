@@ -11,9 +11,12 @@ from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import (
     MinConfidenceOption,
+    ModelArgument,
+    ModelOption,
     QuantizedOption,
     check_min_confidence,
     friendly_errors,
+    one_model,
 )
 from qa_finetune.modeling.formats import BACKENDS, choices
 
@@ -101,7 +104,8 @@ ServeIndexOption = Annotated[
 
 @friendly_errors
 def serve(
-    model: Annotated[str, typer.Argument(help="Run dir, model folder, package or Hub id.")],
+    model_argument: ModelArgument = None,
+    model: ModelOption = None,
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
     backend: ServeBackendOption = "auto",
@@ -124,6 +128,7 @@ def serve(
     min_confidence: MinConfidenceOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
+    model = one_model(model_argument, model, "serve")
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()

@@ -25,6 +25,13 @@ from qa_finetune.cli.options import (
 EpochsOption = Annotated[float | None, typer.Option(help="Epochs (fractions allowed).")]
 BatchSizeOption = Annotated[int | None, typer.Option(help="Global batch size.")]
 LearningRateOption = Annotated[float | None, typer.Option(help="Peak learning rate.")]
+MaxMinutesOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Training-time budget in minutes (train.max_minutes): training stops when its "
+        "clock reaches it, validations included; the learning rate ends there too."
+    ),
+]
 RunNameOption = Annotated[str | None, typer.Option(help="Run directory name.")]
 ResumeOption = Annotated[bool, typer.Option("--resume", help="Continue an interrupted run.")]
 OverwriteOption = Annotated[
@@ -41,7 +48,8 @@ InitCheckpointOption = Annotated[
     str | None,
     typer.Option(
         help="With --init-from: model (the weights its model/ kept; default), best (the same, "
-        "refused unless they are its best validation weights) or latest (its last checkpoint)."
+        "refused unless they are its best validation weights) or latest (its last weights: its "
+        "checkpoint, or model/ once a finished run's checkpoint is removed)."
     ),
 ]
 PushOption = Annotated[
@@ -73,6 +81,7 @@ def train(
     epochs: EpochsOption = None,
     batch_size: BatchSizeOption = None,
     learning_rate: LearningRateOption = None,
+    max_minutes: MaxMinutesOption = None,
     max_length: MaxLengthOption = None,
     stride: StrideOption = None,
     run_name: RunNameOption = None,
@@ -101,6 +110,7 @@ def train(
             "epochs": epochs,
             "batch_size": batch_size,
             "learning_rate": learning_rate,
+            "max_minutes": max_minutes,
             "run_name": run_name,
             "output_dir": output_dir,
         },

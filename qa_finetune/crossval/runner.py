@@ -35,7 +35,7 @@ from qa_finetune.crossval.summary import (
 )
 from qa_finetune.data.folds import Folds, record_folds
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.runs.directory import has_checkpoint
+from qa_finetune.runs.directory import has_checkpoint, has_something_to_keep
 from qa_finetune.runs.ownership import has_marker, write_marker
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.runs.targets import check_own_folder
@@ -121,7 +121,8 @@ def run_crossval(plan: Plan, passes: int = 1) -> dict[str, Any]:
             results.append(fold_result(fold, root / f"fold-{fold}", plan.folds.sizes(), metrics))
             write_summary(root, summarise(plan.settings, results))
     except BaseException:
-        if created and not any(has_checkpoint(root / f"fold-{i}") for i in range(count)):
+        # A finished fold keeps its model (its checkpoint is removed when it finishes).
+        if created and not any(has_something_to_keep(root / f"fold-{i}") for i in range(count)):
             shutil.rmtree(root, ignore_errors=True)  # nothing worth continuing from
         raise
     summary = summarise(plan.settings, results)

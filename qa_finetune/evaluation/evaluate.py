@@ -243,6 +243,7 @@ def _predict_and_score(
         loaded.settings,
         allow_no_answer,
         rule=loaded.rule,
+        watch=loaded.watch,
         **scoring,
     )
     return result, len(features)

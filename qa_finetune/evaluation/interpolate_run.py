@@ -132,7 +132,8 @@ def interpolate_run(
     metrics = None
     with staged_folder(output) as staging:
         _copy_files(tuned, staging)
-        save_model_atomic(model, tokenizer, RunPaths(staging).model)
+        tf_weights = config.train.tf_weights  # the formats of the run it comes from
+        save_model_atomic(model, tokenizer, RunPaths(staging).model, tf_weights=tf_weights)
         RunPaths(staging).interpolation.write_text(json.dumps(record, indent=2) + "\n")
         if config.data.allow_no_answer:
             # Chosen before the folder is swapped in: a failed or interrupted choice leaves

@@ -62,6 +62,8 @@ class QuestionAnswerer:
     model_dir: Path | None = None
     # How the first answer gets its ``confidence`` (decoding.confidence); None: uncalibrated.
     calibration: Calibration | None = None
+    # Told the seconds of each forward pass, to check the profile (``modeling/live_check``).
+    watch: Any = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -83,6 +85,7 @@ class QuestionAnswerer:
             loaded.rule,
             loaded.model_dir,
             loaded.calibration,
+            loaded.watch,
         )
 
     def answer_below(self, min_confidence: float | None) -> None:
@@ -158,6 +161,7 @@ class QuestionAnswerer:
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
             passes=passes,
+            watch=self.watch,
         )
 
     def decode(

@@ -1,25 +1,29 @@
 """The forward cost of a loaded model against batch size and padded length, measured once.
 
-``measure`` times passes of made-up windows (a warm-up pass, then the median of a few, or one
+``measure`` times passes of made-up windows (a warm-up pass, then the best of a few, or one
 for a long pass) at two padded lengths for batch sizes 1, 2, 4, ... and stops once a window
 costs clearly more than at the best size so far (a CPU past its sweet spot) or the time cap
-would be passed. The profile is cached per model architecture, backend, machine and library
-version (``modeling/profile_cache``), so a later ``serve``, ``evaluate`` or ``ask --batch``
-reads it instead. ``QA_FINETUNE_BATCH_PROFILE=off`` turns measuring off (tests, exact reruns): the
-configured batch sizes are used as they are.
+would be passed. Then it times every shape again, a few rounds in alternating order, keeping
+each shape's fastest pass: on a machine shared with other work a burst of load slows the
+passes that run during it, and the fastest of passes spread over the whole measurement is
+what the model costs when it has the cores. The profile is cached per model architecture,
+backend, machine and library version (``modeling/profile_cache``), so a later ``serve``,
+``evaluate`` or ``ask --batch`` reads it instead (``modeling/live_check`` drops it when the
+real passes run much faster than it says). ``QA_FINETUNE_BATCH_PROFILE=off`` turns measuring
+off (tests, exact reruns): the configured batch sizes are used as they are.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.modeling.batch_policy import CostProfile, choose_batch
+from qa_finetune.modeling.live_check import LiveCheck, forget_cached
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,10 @@ LONG_PASS = 0.5
 TIME_CAP = 20.0
 # Growing the batch stops once a window costs this much more than at the best size so far.
 RISING = 1.25
+# After the sizes are grown, every shape is timed this many more times, in alternating order
+# (largest first, then smallest first...), within EXTRA_CAP more seconds.
+EXTRA_ROUNDS = 2
+EXTRA_CAP = 10.0
 
 # (windows in the pass, padded length) -> runs one forward pass
 RunPass = Callable[[int, int], Any]
@@ -61,8 +69,8 @@ def _timed_passes(seconds: float, repeats: int) -> int:
 
 
 def _time_pass(run_pass: RunPass, batch: int, length: int, repeats: int, clock: Any) -> float:
-    """The median seconds of ``repeats`` passes (one for a long pass), after one warm-up pass
-    of the same shape."""
+    """The fewest seconds of ``repeats`` passes (one for a long pass), after one warm-up pass
+    of the same shape: other work on the machine only ever makes a pass slower."""
     began = clock()
     run_pass(batch, length)
     times: list[float] = []
@@ -70,7 +78,7 @@ def _time_pass(run_pass: RunPass, batch: int, length: int, repeats: int, clock: 
         began = clock()
         run_pass(batch, length)
         times.append(clock() - began)
-    return statistics.median(times)
+    return min(times)
 
 
 def measure(
@@ -81,8 +89,11 @@ def measure(
     repeats: int = REPEATS,
     time_cap: float = TIME_CAP,
     clock: Callable[[], float] = time.perf_counter,
+    extra_rounds: int = EXTRA_ROUNDS,
+    extra_cap: float = EXTRA_CAP,
 ) -> CostProfile:
-    """Seconds per pass for growing batch sizes at each of ``lengths`` (see the module)."""
+    """Seconds per pass for growing batch sizes at each of ``lengths``, each shape's fastest
+    over ``1 + extra_rounds`` rounds (see the module)."""
     seconds: dict[int, dict[int, float]] = {length: {} for length in lengths}
     run_pass(sizes[0], lengths[0])  # outside the time cap: a Keras model traces its graph here
     began = clock()
@@ -101,7 +112,34 @@ def measure(
         )
         if clock() - began + upcoming > time_cap:
             break
+    _time_again(run_pass, seconds, extra_rounds, extra_cap, clock)
     return CostProfile(backend, seconds)
+
+
+def _time_again(
+    run_pass: RunPass,
+    seconds: dict[int, dict[int, float]],
+    rounds: int,
+    cap: float,
+    clock: Callable[[], float],
+) -> None:
+    """Time every measured shape ``rounds`` more times, once each per round, keeping its
+    fastest: round 1 from the largest batch down, round 2 from the smallest up, ..., so a slow
+    spell of the machine falls on different sizes each round. Stops before a pass would take
+    the rounds past ``cap`` seconds."""
+    shapes = [
+        (size, length)
+        for size in sorted(set.intersection(*(set(by) for by in seconds.values())))
+        for length in seconds
+    ]
+    began = clock()
+    for round_number in range(rounds):
+        for size, length in shapes[::-1] if round_number % 2 == 0 else shapes:
+            if clock() - began + seconds[length][size] > cap:
+                return
+            start = clock()
+            run_pass(size, length)
+            seconds[length][size] = min(seconds[length][size], clock() - start)
 
 
 def model_pass(model: Any, tokenizer: Any, input_names: Sequence[str]) -> RunPass:
@@ -130,14 +168,29 @@ def _model_file(model: Any) -> str:
     return ""
 
 
+def _key(model: Any, model_dir: Path, backend: str, max_length: int) -> dict[str, object]:
+    from qa_finetune.modeling import profile_cache
+
+    lengths = profile_lengths(max_length)
+    return profile_cache.profile_key(model_dir, backend, lengths, _model_file(model))
+
+
+def live_check(
+    model: Any, model_dir: Path, backend: str, max_length: int, profile: CostProfile
+) -> LiveCheck:
+    """A check of ``profile`` against the real passes that drops its cached copy when they
+    run much faster (``modeling/live_check``)."""
+    return LiveCheck(profile, forget_cached(_key(model, model_dir, backend, max_length)))
+
+
 def model_profile(
     model: Any, tokenizer: Any, model_dir: Path, backend: str, max_length: int
 ) -> CostProfile:
     """The cached profile of this model, backend and machine, measured when there is none."""
     from qa_finetune.modeling import profile_cache
 
+    key = _key(model, model_dir, backend, max_length)
     lengths = profile_lengths(max_length)
-    key = profile_cache.profile_key(model_dir, backend, lengths, _model_file(model))
     with profile_cache.locked(key):
         profile = profile_cache.read(key)
         if profile is not None:
@@ -173,8 +226,11 @@ def tuned_batch_size(
     profile = model_profile(model, tokenizer, model_dir, backend, max_length)
     chosen = choose_batch(profile, most)
     log.info(
-        "batch size %d: %.1f windows/s (batch 1: %.1f); set a batch size to choose another",
+        "answering %d window%s at a time, the fastest measured on this machine (%.1f windows "
+        "a second; %.1f one at a time); a batch size you set (--batch-size, --max-batch) is "
+        "used instead",
         chosen,
+        "" if chosen == 1 else "s",
         profile.windows_per_second(chosen),
         profile.windows_per_second(1) if 1 in profile.batches() else float("nan"),
     )

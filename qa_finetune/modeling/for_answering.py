@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,8 @@ class LoadedModel:
     rule: NoAnswerRule = field(default_factory=NoAnswerRule)
     # How answers get their confidence (the run's or the export's); None: uncalibrated.
     calibration: Calibration | None = None
+    # Told the seconds of each real forward pass, to check the profile (modeling/live_check).
+    watch: Callable[[int, int, float], None] | None = None
 
 
 def load_for_answering(
@@ -108,6 +110,10 @@ def load_for_answering(
     loaded.calibration = calibration
     if tune_batch and batch_size is None and not chosen_batch(trained, exported):
         loaded.settings, loaded.profile = tuned(loaded)
+        if loaded.profile is not None:
+            from qa_finetune.modeling.batch_profile import live_check
+
+            loaded.watch = live_check(model, model_dir, chosen, spec.max_length, loaded.profile)
     return loaded
 
 

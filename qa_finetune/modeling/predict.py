@@ -11,6 +11,7 @@ more windows per second than one pass of two (BENCHMARKS.md section 9).
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,6 +160,22 @@ def _batch_forward(
     return _forward(model, names, batches, compile), True
 
 
+def _watched(forward: Any, watch: Callable[[int, int, float], None] | None) -> Any:
+    """``forward``, telling ``watch`` the windows, padded length and seconds of each pass."""
+    if watch is None:
+        return forward
+
+    def timed(batch: dict[str, np.ndarray]) -> Any:
+        began = time.perf_counter()
+        # As arrays: a TensorFlow result may still be computing until it is read.
+        start, end = (np.asarray(logits) for logits in forward(batch))
+        windows, length = batch["input_ids"].shape
+        watch(windows, length, time.perf_counter() - began)
+        return start, end
+
+    return timed
+
+
 def predict_features(
     model: Any,
     features: Any,
@@ -166,6 +183,7 @@ def predict_features(
     pad_token_id: int | None = None,
     compile: bool | None = None,
     passes: int | None = None,
+    watch: Callable[[int, int, float], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Start and end logits ``[features, longest window]`` (float32) in the features' order.
 
@@ -176,7 +194,7 @@ def predict_features(
     run ``COMPILE_AFTER_BATCHES`` batches (at once for a call with more), eagerly before.
     ``passes`` batches run at once, each on a thread of its own (None: as many as the cores
     were shared among, ``cpu_threads.share_cores``; 1 when they were not); the batches and
-    the logits are the same for any number.
+    the logits are the same for any number; ``watch`` hears of each pass (``live_check``).
     """
     if batch_size < 1:
         raise InferenceError(f"batch size must be at least 1, got {batch_size}")
@@ -196,6 +214,7 @@ def predict_features(
         return start, end
     forward, overlaps = _batch_forward(model, tuple(columns), -(-count // batch_size), compile)
     fills = {"input_ids": _pad_token_id(model) if pad_token_id is None else pad_token_id}
+    forward = _watched(forward, watch)
 
     def run(rows: np.ndarray) -> None:
         longest = int(lengths[rows].max())
@@ -203,10 +222,8 @@ def predict_features(
             name: column.padded(rows, longest, fills.get(name, 0))
             for name, column in columns.items()
         }
-        start_logits, end_logits = forward(batch)
         # Mixed-precision models return float16 logits; scores are computed in float32.
-        start_logits = np.asarray(start_logits, dtype=np.float32)
-        end_logits = np.asarray(end_logits, dtype=np.float32)
+        start_logits, end_logits = (np.asarray(x, dtype=np.float32) for x in forward(batch))
         # Each batch writes only its own rows: passes at once never write the same row.
         for k, (s, e) in enumerate(zip(start_logits, end_logits, strict=True)):
             size = lengths[rows[k]]

@@ -121,6 +121,15 @@ def write(key: dict[str, object], profile: CostProfile) -> Path | None:
     return path
 
 
+def forget(key: dict[str, object]) -> None:
+    """Drop the profile cached for ``key`` (it is measured again when next needed)."""
+    path = _path(key)
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("cannot remove the cost profile %s (%s)", path, exc)
+
+
 @contextlib.contextmanager
 def locked(key: dict[str, object]) -> Iterator[None]:
     """Hold the profile's lock: the processes of `serve --workers N` measure one at a time

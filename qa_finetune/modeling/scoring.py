@@ -119,6 +119,7 @@ def evaluate_loaded(
     rule_mode: str = "auto",
     passes: int | None = None,
     source: str = "the validation data",
+    watch: Any = None,
 ) -> dict[str, Any]:
     """Score a loaded model on prepared evaluation ``features`` of ``examples`` (Datasets).
 
@@ -129,13 +130,14 @@ def evaluate_loaded(
     ``no_answer_rule_choice``: the rule (of ``rule_mode``) these questions would choose
     (``decoding.no_answer_fit``), and ``calibration_choice``: the confidence calibration they
     fit (``source`` names them). Used by ``evaluate`` and by training after each validation.
-    ``passes``: batches run at once (``predict_features``; None: as the cores were shared).
+    ``passes``: batches run at once (``predict_features``; None: as the cores were shared);
+    ``watch``: told each pass's seconds (``predict_features``).
     """
     from qa_finetune.decoding.spans import postprocess_predictions
 
     pad = getattr(tokenizer, "pad_token_id", None)
     start, end = predict_features(
-        model, features, inference_config.batch_size, pad_token_id=pad, passes=passes
+        model, features, inference_config.batch_size, pad_token_id=pad, passes=passes, watch=watch
     )
     predictions = postprocess_predictions(
         list(examples["id"]),

@@ -29,6 +29,7 @@ from qa_finetune.modeling.formats import ExportFormat
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG, qa_settings, read_qa_config
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.finished import finished_steps, model_is_last
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.staged_folders import staged_folder
@@ -54,6 +55,12 @@ def _architecture_source(run_dir: Path) -> Path:
 def _latest_checkpoint(run_dir: Path) -> tuple[str, int]:
     import tensorflow as tf
 
+    if not rundir.has_checkpoint(run_dir) and finished_steps(run_dir) is not None:
+        raise QAFinetuneError(
+            f"{run_dir} finished and its checkpoint was removed then (its model/ holds its "
+            "best weights, not its last): --checkpoint best exports model/; train with --set "
+            "train.keep_checkpoint=true to keep the last weights"
+        )
     if not rundir.has_checkpoint(run_dir):
         raise QAFinetuneError(
             f"{run_dir} has no training checkpoint: pass a run directory written by "
@@ -151,12 +158,10 @@ def export_run(
     checkpoint = checkpoint or DEFAULT_CHECKPOINT
     chosen = _check_arguments(fmt, checkpoint, quantize)
     serving = chosen.serving
+    source, path, step = _weights_of(run_dir, checkpoint)
     if checkpoint == "latest":
-        path, step = _latest_checkpoint(run_dir)
         default = run_dir / (fmt if serving else f"model-step-{step}")
     else:
-        source = _best_model_dir(run_dir)
-        step = _best_step(source)
         default = source.parent / fmt if serving else source
     target = Path(output) if output is not None else default
     # Only the default hf folder of the best weights is the run's model/ itself.
@@ -171,7 +176,7 @@ def export_run(
         _check_target(target, overwrite, own_default=checkpoint == "latest" and target == default)
     # An unusable output folder fails here, before the model loads (an OSError: one line).
     target.parent.mkdir(parents=True, exist_ok=True)
-    if checkpoint == "latest":
+    if path is not None:
         model, source = _load_latest(run_dir, path)
     else:
         model = load_qa_model(source)
@@ -187,6 +192,17 @@ def export_run(
         if is_disk_full(exc, target.parent):
             raise disk_full_error(target.parent, "--output") from None
         raise
+
+
+def _weights_of(run_dir: Path, checkpoint: str) -> tuple[Path, str | None, int | None]:
+    """(the model folder, the checkpoint whose weights replace its own or None, their step)
+    for ``checkpoint`` best or latest of ``run_dir``."""
+    if checkpoint == "latest" and (rundir.has_checkpoint(run_dir) or not model_is_last(run_dir)):
+        path, step = _latest_checkpoint(run_dir)
+        return _architecture_source(run_dir), path, step
+    # A finished run keeps no checkpoint; its model/ may hold its last weights.
+    source = RunPaths(run_dir).model if checkpoint == "latest" else _best_model_dir(run_dir)
+    return source, None, _best_step(source)
 
 
 def _is_runs_model(folder: Path) -> bool:

@@ -134,7 +134,8 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
         if (run_dir / name).is_file():
             (staging_dir / "training").mkdir(exist_ok=True)
             shutil.copy2(run_dir / name, staging_dir / "training" / name)
-    # `qa-finetune export RUN --format NAME` serving folders, uploaded as they are when present.
+    # `qa-finetune export --model RUN --format NAME` serving folders, uploaded as they are when
+    # present.
     exports = [f.name for f in SERVING if (run_dir / f.name / QA_CONFIG).is_file()]
     for name in exports:
         # Complete exports only: qa_config.json is written last, inside the swapped-in folder.

@@ -14,6 +14,7 @@ from typing import Any
 from qa_finetune.config import Config
 from qa_finetune.config_values import FEATURES_DIR
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.runs.finished import finished_steps
 from qa_finetune.runs.ownership import is_run_directory
 from qa_finetune.runs.paths import (
     CHECKPOINT_DIR,
@@ -135,6 +136,12 @@ def check_claimable(run_dir: Path, resume: bool, overwrite: bool) -> None:
     refuse_read_only(run_dir, "--run-name")
     if resume:
         if not has_checkpoint(run_dir):
+            if finished_steps(run_dir) is not None:
+                raise QAFinetuneError(
+                    f"nothing to resume in {run_dir}: the run finished (metrics.json) and its "
+                    "checkpoint was removed then; to train on from it, start a new run with "
+                    f"--init-from {run_dir}"
+                )
             raise QAFinetuneError(
                 f"nothing to resume in {run_dir}: no checkpoint (start it without --resume)"
             )
@@ -241,17 +248,25 @@ def environment(device: str, seed: int, fingerprint: str, precision: str) -> dic
     }
 
 
-def plot_curves(history: list[dict[str, Any]], path: Path) -> None:
-    """Loss and EM/F1 per evaluation, as a PNG."""
+def plot_curves(
+    history: list[dict[str, Any]], path: Path, kept_step: int | None = None
+) -> list[str]:
+    """Loss and EM/F1 per evaluation, as a PNG, a line marking the evaluation whose weights
+    model/ kept (``kept_step``); the marks' labels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     if not history:
-        return
+        return []
     x = [row["epoch"] for row in history]
     figure, (loss_axis, score_axis) = plt.subplots(1, 2, figsize=(10, 4))
+    kept = [row for row in history if row.get("step") == kept_step]
+    marks = [f"kept: step {row['step']} (epoch {row['epoch']:g})" for row in kept[:1]]
+    for axis in (loss_axis, score_axis):
+        for row, label in zip(kept, marks, strict=False):
+            axis.axvline(row["epoch"], color="grey", linestyle="--", label=label)
     for key, label in (("loss", "train loss"), ("eval_loss", "validation loss")):
         values = [row.get(key) for row in history]
         if any(v is not None for v in values):
@@ -273,3 +288,4 @@ def plot_curves(history: list[dict[str, Any]], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+    return marks

@@ -19,8 +19,10 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
+from qa_finetune.runs.finished import prune_checkpoints
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.training import checkpoints, results
+from qa_finetune.training.cadence import ValidationCadence
 from qa_finetune.training.callbacks import NanGuard, StepHooks
 from qa_finetune.training.cluster import Cluster, worker_claim
 from qa_finetune.training.levers import Levers
@@ -124,6 +126,16 @@ class Bookkeeping(Levers):
             write_json(final_state, state.__dict__)
         self.keep_average()
 
+    def validation_cadence(self) -> ValidationCadence:
+        """Which epoch ends validate: on small data, not every one (``training/cadence``)."""
+        minutes = self.config.train.max_minutes
+        budget = minutes * 60 if minutes else None
+        cadence = ValidationCadence(self.schedule.total_steps, budget, self.progress.seconds)
+        history = self.progress.state.history
+        if history:  # a resumed run: spaced from its last validation
+            cadence.resumed(int(history[-1]["step"]), float(history[-1]["minutes"]) * 60)
+        return cadence
+
     def validate_final_step(self) -> bool:
         """Validate the final weights unless that is done (True when it was not): a run killed
         during its last validation resumes with nothing left to fit but that validation."""
@@ -153,7 +165,9 @@ class Bookkeeping(Levers):
         results.write_history(self.write_dir, self.progress.state.history)
         if best and train.keep_model == "best" and self.cluster.chief:
             model_dir = RunPaths(self.write_dir).model
-            save_model_atomic(self.model, self.prepared.tokenizer, model_dir)
+            save_model_atomic(
+                self.model, self.prepared.tokenizer, model_dir, tf_weights=train.tf_weights
+            )
         return stop
 
     def save(self, at_step: int) -> None:
@@ -170,7 +184,8 @@ class Bookkeeping(Levers):
         self.claim.commit()
 
     def finish(self) -> None:
-        """Metrics, curves and the kept model (the chief alone), then the closing table."""
+        """Metrics, curves and the kept model (the chief alone), then the closing table; a
+        finished run's checkpoint is removed unless ``train.keep_checkpoint``."""
         results.finish(
             self.write_dir,
             self.config,
@@ -182,6 +197,13 @@ class Bookkeeping(Levers):
             self.prepared.tokenizer,
             {**(self.plan.method.record() if self.plan else {}), **self.lever_record()},
         )
+        if not self.config.train.keep_checkpoint:
+            freed = prune_checkpoints(self.write_dir)
+            log.info(
+                "removed the run's checkpoint (%.0f MB; train.keep_checkpoint=true keeps it): "
+                "model/ holds the weights to use",
+                freed / 2**20,
+            )
 
     def step(self) -> int:
         """The optimizer's step: batches trained so far, earlier processes included."""

@@ -10,6 +10,8 @@ from typing import Any
 
 import tf_keras
 
+from qa_finetune.training.cadence import ValidationCadence
+
 log = logging.getLogger(__name__)
 
 
@@ -29,7 +31,8 @@ class NanGuard(tf_keras.callbacks.Callback):
 
 
 class StepHooks(tf_keras.callbacks.Callback):
-    """Run checkpointing and validation every N optimizer steps and at every epoch end."""
+    """Run checkpointing and validation every N optimizer steps and at epoch ends (each one, or
+    as ``training/cadence`` spaces them)."""
 
     def __init__(
         self,
@@ -40,8 +43,11 @@ class StepHooks(tf_keras.callbacks.Callback):
         checkpoint_every: int | None,
         evaluate_every: int | None,
         steps_per_epoch: int,
+        cadence: ValidationCadence | None = None,
     ) -> None:
+        """``cadence`` decides which epoch ends validate (None: every one)."""
         super().__init__()
+        self._cadence = cadence
         self._step = step
         self._save = save
         self._validate = validate
@@ -61,7 +67,7 @@ class StepHooks(tf_keras.callbacks.Callback):
         self.batches = batch + 1
         step = self._step()
         due = self._evaluate_every and step % self._evaluate_every == 0
-        if due and self._validate(step, self.last_loss):
+        if due and self._validated(step, self.last_loss):
             self.model.stop_training = True
         if self._checkpoint_every and step % self._checkpoint_every == 0:
             self._save(step)
@@ -72,9 +78,18 @@ class StepHooks(tf_keras.callbacks.Callback):
         step = self._step()
         loss = float((logs or {}).get("loss", self.last_loss or float("nan")))
         already = self._evaluate_every and step % self._evaluate_every == 0
-        if not already and self._validate(step, loss):
+        # A tiny epoch (small data) is not worth a validation and a checkpoint of its own.
+        due = self._cadence is None or self._cadence.due_at_epoch_end(step)
+        if not already and due and self._validated(step, loss):
             self.model.stop_training = True
-        self._save(step)
+        if already or due:
+            self._save(step)
+
+    def _validated(self, step: int, loss: float) -> bool:
+        """Validate at ``step`` (timed for the cadence); True asks to stop."""
+        if self._cadence is None:
+            return self._validate(step, loss)
+        return self._cadence.timed(step, lambda: self._validate(step, loss))
 
 
 class ProgressLog(tf_keras.callbacks.Callback):

@@ -4,7 +4,7 @@ batches placed among them.
 
 Every choice is a function of ``seed + epoch``, so a resumed run rebuilds an epoch's order
 exactly and skips the batches it had trained. The number of windows is the same every epoch
-(each question keeps all its answer windows and ``min(N, its others)``; the replay batches
+(each question keeps all its answer windows and ``min(N, its others)``; the replay windows
 are a fixed count), so the schedule's steps per epoch count the windows actually used. With
 the defaults (every window, no replay) the epoch is the run's own bucketed order, unchanged.
 No TensorFlow.
@@ -27,7 +27,7 @@ from qa_finetune.features.negative_windows import (
     select_windows,
 )
 from qa_finetune.training.batching import bucketed_order
-from qa_finetune.training.replay import interleave, plan_epoch, replay_batch_count
+from qa_finetune.training.replay import interleave, plan_epoch, replay_window_count
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,13 @@ class EpochWindows:
         ids = self.train.with_format("arrow")[:]["example_id"]
         return select_windows(ids, self.has_answer, self.negatives, self.seed, epoch)
 
-    def replay_batches(self, in_domain: int) -> int:
-        """Replay batches in every epoch (none without replay)."""
+    def replay_windows(self, in_domain: int) -> int:
+        """Replay windows in every epoch (none without replay)."""
         if self.replay is None:
             return 0
         # Plans epoch 0: replay data without windows is an error before any training.
         plan_epoch(in_domain, len(self.replay), self.batch_size, self.fraction, self.seed, 0)
-        return replay_batch_count(in_domain, self.batch_size, self.fraction)
+        return replay_window_count(in_domain, self.batch_size, self.fraction)
 
     def count(self) -> int:
         """Windows per epoch (the same every epoch), logged with their sources."""
@@ -106,7 +106,7 @@ class EpochWindows:
                 "set it to a positive number or 'all'"
             )
         answers = int(self.has_answer.sum())
-        replayed = self.replay_batches(len(kept)) * self.batch_size
+        replayed = self.replay_windows(len(kept))
         log.info(
             "epoch windows: %d in-domain (%d answer windows, %d sampled without), %d replay",
             len(kept),
@@ -116,11 +116,10 @@ class EpochWindows:
         )
         if self.fraction > 0 and not replayed:
             log.warning(
-                "replay_fraction %g of %d in-domain windows is under half a batch of %d: no "
-                "replay batches; raise data.replay_fraction or lower train.batch_size",
+                "replay_fraction %g of %d in-domain windows is under half a window: nothing "
+                "is replayed; raise data.replay_fraction",
                 self.fraction,
                 len(kept),
-                self.batch_size,
             )
         return len(kept) + replayed
 

@@ -25,6 +25,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.features.windows import window_spec
 from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+from qa_finetune.runs.finished import finished_steps, model_is_last
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.runs.paths import CONFIG_FILE, MODEL_DIR, RunPaths
 from qa_finetune.training.prepare import CheckedModel
@@ -82,9 +83,19 @@ def _weights(run_dir: Path, stored: Config, which: str) -> tuple[Path, str | Non
             )
         return model_dir, None
     checkpoint = tf.train.latest_checkpoint(str(paths.checkpoints))
+    if checkpoint is None and has_model and model_is_last(run_dir):
+        # A finished run's checkpoint is removed; its model/ holds its last weights.
+        return model_dir, None
     if checkpoint is None:
+        pruned = (
+            " (removed when the run finished; train it with --set train.keep_checkpoint=true "
+            "to keep it)"
+            if finished_steps(run_dir) is not None
+            else ""
+        )
         raise QAFinetuneError(
-            f"run {run_dir} has no checkpoint: use --init-checkpoint model (its {MODEL_DIR}/)"
+            f"run {run_dir} has no checkpoint{pruned}: use --init-checkpoint model (its "
+            f"{MODEL_DIR}/)"
         )
     if has_model:
         return model_dir, checkpoint

@@ -8,8 +8,10 @@ within half a batch: every epoch has the same number of replay batches, so the s
 steps per epoch are the same for every epoch (and a resumed run finds each epoch's batches
 where they were). The replay windows are a fresh seeded sample every epoch (no
 window twice in an epoch before every one has been used once), and the replay batches sit at
-seeded places among the in-domain batches. Pure NumPy: ``tf_data`` turns the indices into
-datasets with ``Dataset.select``.
+seeded places among the in-domain batches. An epoch too short for half a replay batch (a few
+dozen labelled questions) gets its fraction of replay windows all the same, at its end, so
+they share its last batch with the in-domain windows. Pure NumPy: ``tf_data`` turns the
+indices into datasets with ``Dataset.select``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class ReplayEpoch:
     batches go."""
 
     in_domain: np.ndarray  # indices of the in-domain windows (all of them)
-    replay: np.ndarray  # indices of the replay windows, a whole number of batches
+    replay: np.ndarray  # indices of the replay windows: whole batches, or a short epoch's few
     replay_slots: np.ndarray  # sorted batch numbers, within the epoch, of the replay batches
     batch_size: int
 
@@ -55,6 +57,16 @@ def replay_batch_count(in_domain_windows: int, batch_size: int, fraction: float)
     check_fraction(fraction)
     per_epoch = fraction / (1.0 - fraction) * in_domain_windows / batch_size
     return math.floor(per_epoch + 0.5)
+
+
+def replay_window_count(in_domain_windows: int, batch_size: int, fraction: float) -> int:
+    """Replay windows in every epoch: whole batches (``replay_batch_count``); in an epoch too
+    short for one, its fraction of windows, rounded, to end the epoch beside its last
+    in-domain windows (16 in-domain windows at 0.2 take 4)."""
+    batches = replay_batch_count(in_domain_windows, batch_size, fraction)
+    if batches:
+        return batches * batch_size
+    return math.floor(fraction / (1.0 - fraction) * in_domain_windows + 0.5)
 
 
 def sample_replay(available: int, count: int, seed: int, epoch: int) -> np.ndarray:
@@ -84,12 +96,13 @@ def plan_epoch(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     batches = replay_batch_count(in_domain_windows, batch_size, fraction)
-    if batches and replay_windows < 1:
+    count = replay_window_count(in_domain_windows, batch_size, fraction)
+    if count and replay_windows < 1:
         raise QAFinetuneError(
             f"the replay data has no training windows, but replay_fraction is {fraction}: "
             "check data.replay_file or set data.replay_fraction to 0"
         )
-    replay = sample_replay(replay_windows, batches * batch_size, seed, epoch)
+    replay = sample_replay(replay_windows, count, seed, epoch)
     # A short in-domain batch stays last, so every other batch of the epoch is full.
     full_in_domain = in_domain_windows // batch_size
     rng = np.random.default_rng([seed + epoch, _PLACE_STREAM])
@@ -109,7 +122,7 @@ def interleave(
     windows (``concatenate_datasets([in_domain, replay])``): ``in_domain_order`` (a
     permutation of ``plan.in_domain``) and ``replay_order`` (``plan.replay`` reordered, e.g.
     length-bucketed) cut into batches, the replay batches at ``plan.replay_slots``, a short
-    in-domain batch last."""
+    in-domain batch last (a short epoch's few replay windows after it)."""
     size = plan.batch_size
     offset = len(plan.in_domain)
     in_batches = [in_domain_order[i : i + size] for i in range(0, len(in_domain_order), size)]
@@ -122,6 +135,9 @@ def interleave(
         raise ValueError("the orders must hold the plan's in-domain and replay windows")
     is_replay = np.zeros(len(in_batches) + len(replay_batches), dtype=bool)
     is_replay[plan.replay_slots] = True
+    if not len(plan.replay_slots):
+        # A short epoch's few replay windows end it, in its last batch: no slots.
+        is_replay = np.zeros(len(in_batches), dtype=bool)
     ins, replays = iter(in_batches), iter(replay_batches)
-    parts = [next(replays) if replay else next(ins) for replay in is_replay]
+    parts = [next(replays) if replay else next(ins) for replay in is_replay] + list(replays)
     return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, np.int64)

@@ -177,7 +177,9 @@ def finish(
     weights are the ones to keep); ``method_record``: what the training method records."""
     keep_last = config.train.keep_model == "last"
     if keep_last or not RunPaths(run_dir).model.exists():
-        save_model_atomic(model, tokenizer, RunPaths(run_dir).model)
+        save_model_atomic(
+            model, tokenizer, RunPaths(run_dir).model, tf_weights=config.train.tf_weights
+        )
     best = state.best_metrics
     # The scores describe the weights in model/: the final evaluation when those are kept.
     kept = state.history[-1] if keep_last and state.history else best
@@ -218,6 +220,6 @@ def finish(
         metrics["parent"] = parent  # the run this one started from (model.init_from)
     write_json(RunPaths(run_dir).metrics, metrics)
     write_json(RunPaths(run_dir).prepare_report, prepared.report)
-    rundir.plot_curves(state.history, RunPaths(run_dir).curves)
+    rundir.plot_curves(state.history, RunPaths(run_dir).curves, kept_step=kept.get("step"))
     rows = [(k, v) for k, v in metrics.items() if v is not None and not isinstance(v, dict)]
     log.info("\n%s", format_table(rows, title=f"Finished: {run_dir}"))

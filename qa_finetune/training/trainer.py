@@ -240,6 +240,7 @@ class Trainer(Bookkeeping):
             checkpoint_every=train.checkpoint_every_steps,
             evaluate_every=train.eval_every_steps,
             steps_per_epoch=self.schedule.steps_per_epoch,
+            cadence=self.validation_cadence(),
         )
         callbacks: list[Any] = [self.clock, self.nan_guard, self.hooks]
         self.interactive = os.isatty(1)

@@ -67,13 +67,14 @@ def choose_backend(model_dir: Path, backend: str, quantized: bool = False) -> st
         if quantized:
             raise QAFinetuneError(
                 f"--quantized: {model_dir} has no {path.name}: export one with "
-                f"`qa-finetune export RUN --format {fmt.name} --quantize int8` and pass that "
-                "folder as --model, or drop --quantized"
+                f"`qa-finetune export --model RUN --format {fmt.name} --quantize int8` and pass "
+                "that folder as --model, or drop --quantized"
             )
         if backend == name:
             raise QAFinetuneError(
                 f"--backend {name}: {model_dir} has no {path.name}: export one with "
-                f"`qa-finetune export RUN --format {fmt.name}` and pass that folder as --model"
+                f"`qa-finetune export --model RUN --format {fmt.name}` and pass that folder as "
+                "--model"
             )
     return "tf"
 

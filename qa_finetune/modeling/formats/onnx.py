@@ -170,7 +170,7 @@ class OnnxPredictor:
         if sorted(outputs) != sorted(OUTPUT_NAMES):
             raise QAFinetuneError(
                 f"{path} returns {outputs}, not start_logits and end_logits: export it with "
-                "`qa-finetune export RUN --format onnx`"
+                "`qa-finetune export --model RUN --format onnx`"
             )
 
     @classmethod
@@ -186,7 +186,7 @@ class OnnxPredictor:
             detail = str(exc).split("\n")[0][:200]
             raise QAFinetuneError(
                 f"{path} is not a readable ONNX model ({detail}): export it again with "
-                "`qa-finetune export RUN --format onnx`"
+                "`qa-finetune export --model RUN --format onnx`"
             ) from exc
         return cls(session, Path(path))
 
