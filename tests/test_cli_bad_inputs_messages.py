@@ -252,13 +252,15 @@ def fake_answerer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_answer_control_characters_are_shown_not_obeyed(fake_answerer: None) -> None:
-    result = CliRunner().invoke(app, ["ask", "Who?", "--context", HOSTILE])
+    result = CliRunner().invoke(app, ["ask", "Who?", "--model", "run", "--context", HOSTILE])
     assert result.exit_code == 0, result.output
     assert result.stdout == f"{SHOWN}  (score 0.500, uncalibrated, chars 0-{len(HOSTILE)})\n"
 
 
 def test_json_answer_stays_exact(fake_answerer: None) -> None:
-    result = CliRunner().invoke(app, ["ask", "Who?", "--context", HOSTILE, "--json"])
+    result = CliRunner().invoke(
+        app, ["ask", "Who?", "--model", "run", "--context", HOSTILE, "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["answer"] == HOSTILE
 

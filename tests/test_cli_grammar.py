@@ -202,4 +202,7 @@ def test_a_printed_answer_shows_the_paragraph_break(capsys: pytest.CaptureFixtur
 
     answers = [{"answer": "Alma Stroud.\n\nIt opened", "score": 0.5, "start": 3, "end": 26}]
     _print_answers(answers, top_k=1, as_json=False)
-    assert capsys.readouterr().out == "Alma Stroud. ¶ It opened  (score 0.500, chars 3-26)\n"
+    assert (
+        capsys.readouterr().out
+        == "Alma Stroud. ¶ It opened  (score 0.500, uncalibrated, chars 3-26)\n"
+    )

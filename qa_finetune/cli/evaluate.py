@@ -122,8 +122,7 @@ def evaluate(
         model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
         model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
         model_flags.update(passes=passes, question_negatives=question_negatives or None)
-        model_flags.update(min_confidence=min_confidence)
-        _check_predictions_alone(**model_flags)
+        _check_predictions_alone(**model_flags, min_confidence=min_confidence)
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
@@ -134,21 +133,14 @@ def evaluate(
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
-        _evaluate_open(
-            model,
-            where,
-            allow_no_answer,
-            max_samples,
-            top_passages or DEFAULT_TOP_PASSAGES,
-            question_negatives,
-            loading,
-        )
+        top = top_passages or DEFAULT_TOP_PASSAGES
+        _evaluate_open(model, where, allow_no_answer, max_samples, top, question_negatives, loading)
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples)
-    settings["min_confidence"] = min_confidence
-    evaluate_model(model, **where, **loading, **settings, question_negatives=question_negatives)
+    settings.update(question_negatives=question_negatives, min_confidence=min_confidence)
+    evaluate_model(model, **where, **loading, **settings)
 
 
 def _evaluate_open(

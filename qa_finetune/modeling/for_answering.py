@@ -70,9 +70,8 @@ def load_for_answering(
     ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one, without
     importing TensorFlow (with TensorFlow weights beside it too: the faster of the two here,
     ``modeling/backend_choice``); ``quantized`` picks ``model.int8.onnx`` instead. A
-    TensorFlow model whose checkpoint has no QA head (a base encoder) gets a logged warning
-    unless ``warn_untrained_head`` is False. ``tune_batch`` replaces a batch size nobody chose (see
-    ``tuned``) by the one measured fastest on this machine (``modeling/batch_profile``).
+    model without a QA head gets a logged warning unless ``warn_untrained_head`` is False.
+    ``tune_batch``: a batch size nobody chose becomes the fastest measured here (``tuned``).
     """
     from qa_finetune.modeling.backend_choice import faster_backend, measurable
     from qa_finetune.modeling.formats import choose_backend
@@ -109,12 +108,20 @@ def load_for_answering(
     loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen, rule=rule)
     loaded.calibration = calibration
     if tune_batch and batch_size is None and not chosen_batch(trained, exported):
-        loaded.settings, loaded.profile = tuned(loaded)
-        if loaded.profile is not None:
-            from qa_finetune.modeling.batch_profile import live_check
-
-            loaded.watch = live_check(model, model_dir, chosen, spec.max_length, loaded.profile)
+        _tune_batch(loaded)
     return loaded
+
+
+def _tune_batch(loaded: LoadedModel) -> None:
+    """The batch size measured fastest here (``tuned``), and a watch on live passes that
+    measures again when they disagree with the profile (``modeling/live_check``)."""
+    loaded.settings, loaded.profile = tuned(loaded)
+    if loaded.profile is not None:
+        from qa_finetune.modeling.batch_profile import live_check
+
+        loaded.watch = live_check(
+            loaded.model, loaded.model_dir, loaded.backend, loaded.spec.max_length, loaded.profile
+        )
 
 
 def no_answer_rule(model_dir: Path, exported: Mapping[str, Any]) -> NoAnswerRule:

@@ -162,6 +162,23 @@ def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     write_text_atomic(RunPaths(run_dir).history, text.getvalue())
 
 
+def _save_rule_and_calibration(run_dir: Path, kept: dict[str, Any]) -> dict[str, Any]:
+    """Save the no-answer rule and confidence calibration the kept scores chose (ask, evaluate,
+    serve and export answer with them: runs.lookup.run_config); their metrics entries."""
+    choice = kept["no_answer_rule_choice"]
+    saved = save_rule_choice(run_dir, choice, "the run's validation data")
+    metrics = {
+        "no_answer_rule": saved.rule.kind,
+        "no_answer_threshold": saved.threshold,
+        "no_answer_threshold_f1": choice["compared"][saved.rule.kind]["f1"],
+        **save_calibration(run_dir, kept.get("calibration_choice") or {}),
+        "no_answer_rule_warnings": choice.get("warnings", []),
+    }
+    for warning in metrics["no_answer_rule_warnings"]:
+        log.warning("warning: %s", warning)
+    return metrics
+
+
 def finish(
     run_dir: Path,
     config: Config,
@@ -203,17 +220,8 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
-    choice = kept.get("no_answer_rule_choice")
-    if config.train.tune_no_answer_threshold and choice:
-        # ask, evaluate, serve and export answer with it (runs.lookup.run_config).
-        saved = save_rule_choice(run_dir, choice, "the run's validation data")
-        metrics["no_answer_rule"] = saved.rule.kind
-        metrics["no_answer_threshold"] = saved.threshold
-        metrics["no_answer_threshold_f1"] = choice["compared"][saved.rule.kind]["f1"]
-        metrics.update(save_calibration(run_dir, kept.get("calibration_choice") or {}))
-        metrics["no_answer_rule_warnings"] = choice.get("warnings", [])
-        for warning in metrics["no_answer_rule_warnings"]:
-            log.warning("warning: %s", warning)
+    if config.train.tune_no_answer_threshold and kept.get("no_answer_rule_choice"):
+        metrics.update(_save_rule_and_calibration(run_dir, kept))
     metrics.update(method_record or {})  # e.g. a distilled run's method, teacher and layers
     parent = config.parent.recorded()
     if parent is not None:
