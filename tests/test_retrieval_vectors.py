@@ -111,11 +111,19 @@ def test_a_sentence_encoder_folder_and_folders_that_are_not(tmp_path: Path) -> N
         "sentence-transformers model such as all-MiniLM-L6-v2"
     )
     no_pooling = _write_sentence_folder(tmp_path / "no-pooling", MODULES[:1], None)
-    with pytest.raises(RetrievalError, match="^no-pooling is not a sentence encoder"):
+    with pytest.raises(RetrievalError) as raised:
         sentence_config(no_pooling, "no-pooling")
+    assert str(raised.value) == (
+        "no-pooling is not a sentence encoder (modules.json names no Transformer and Pooling "
+        "modules): pass a sentence-transformers model such as all-MiniLM-L6-v2"
+    )
     odd = _write_sentence_folder(tmp_path / "odd", MODULES, {"pooling_mode_weightedmean": True})
-    with pytest.raises(RetrievalError, match="^odd pools its tokens in a way"):
+    with pytest.raises(RetrievalError) as raised:
         sentence_config(odd, "odd")
+    assert str(raised.value) == (
+        "odd pools its tokens in a way this version does not read "
+        "(['pooling_mode_weightedmean']): pass a sentence encoder with mean, CLS or max pooling"
+    )
 
 
 def _saved(tmp_path: Path, rows: np.ndarray) -> tuple[Path, dict]:

@@ -25,7 +25,7 @@ RETRIEVERS = ("bm25", "dense", "hybrid")
 FUSION_DEPTH = 100
 NO_EMBEDDINGS = (
     "{folder} holds no passage embeddings (built before semantic search, or with "
-    "--no-embeddings): searching with BM25; rebuild it with qa-finetune index to add them"
+    "--encoder none): searching with BM25; rebuild it with qa-finetune index to add them"
 )
 
 
