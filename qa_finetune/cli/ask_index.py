@@ -57,11 +57,17 @@ RetrieverOption = Annotated[
 RETRIEVERS = ("bm25", "dense", "hybrid")
 
 
-def check_retriever(retriever: str | None) -> None:
-    """One line for a retriever name that is not one of ours."""
+def check_retriever(retriever: str | None, index: Any = True, needs: str = "--index") -> None:
+    """One line for a retriever name that is not one of ours, or one given without the
+    option it applies to (``index`` None: ``--index`` is missing)."""
     if retriever is not None and retriever not in RETRIEVERS:
         raise QAFinetuneError(
             f"--retriever {retriever!r} is not a retriever: use bm25, dense or hybrid"
+        )
+    if retriever is not None and not index:
+        add = "--index INDEX" if needs == "--index" else needs
+        raise QAFinetuneError(
+            f"--retriever {retriever} sets how {needs} searches: add {add}, or drop --retriever"
         )
 
 

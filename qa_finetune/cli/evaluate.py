@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.ask_index import check_retriever
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
@@ -79,6 +80,14 @@ TopPassagesOption = Annotated[
         help="With --open: passages read per question at most, as ask --index reads.",
     ),
 ]
+EvaluateRetrieverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retriever",
+        help="With --open: bm25, dense or hybrid alone [default: all three side by side, "
+        "hybrid's figures first].",
+    ),
+]
 
 
 @friendly_errors
@@ -101,6 +110,7 @@ def evaluate(
     question_negatives: QuestionNegativesOption = 0.0,
     open_book: OpenOption = False,
     top_passages: TopPassagesOption = DEFAULT_TOP_PASSAGES,
+    retriever: EvaluateRetrieverOption = None,
     passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
@@ -111,6 +121,7 @@ def evaluate(
     check_threshold(no_answer_threshold)
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book)
+    check_retriever(retriever, open_book, "--open")
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
@@ -128,6 +139,7 @@ def evaluate(
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
+        loading["retriever"] = retriever
         _evaluate_open(
             model, where, allow_no_answer, max_samples, top_passages, question_negatives, loading
         )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.ask_index import RetrieverOption, check_retriever
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import QuantizedOption, friendly_errors
@@ -116,11 +117,13 @@ def serve(
     max_queue: MaxQueueOption = 256,
     cors_origin: CorsOriginsOption = None,
     index: ServeIndexOption = None,
+    retriever: RetrieverOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
     require_serve_extra()
+    check_retriever(retriever, index)
     show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
         if _runs_on_tensorflow(model, backend, quantized):
@@ -148,6 +151,7 @@ def serve(
             max_queue=max_queue,
             cors_origins=tuple(cors_origin or ()),
             index=index,
+            retriever=retriever,
         )
 
 

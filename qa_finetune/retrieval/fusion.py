@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 # BM25 points per unit of cosine similarity (chosen on held-out questions: section 19).
-DENSE_WEIGHT = 20.0
+DENSE_WEIGHT = 10.0
 # Reciprocal-rank fusion's constant (Cormack et al. 2009), for comparison in the benchmark.
 RRF_K = 60
 

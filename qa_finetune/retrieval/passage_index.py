@@ -121,6 +121,14 @@ class PassageIndex:
         scores = BM25Scores.build(tokenizer.terms(texts))
         return cls(names, texts, spans.reshape(-1, 3), scores, tokenizer)
 
+    def add_vectors(self, found: np.ndarray, encoder: Encoder) -> None:
+        """Passage vectors made here by ``encoder`` (an index in memory: ``evaluate
+        --open``), searched from now on with hybrid search."""
+        if found.shape != (len(self.spans), encoder.info.dimension):
+            raise RetrievalError(f"{found.shape[0]} vectors for {len(self.spans)} passages")
+        self.vectors = vectors.VectorSearch(found, encoder.info)
+        self.use("hybrid", encoder)
+
     def __len__(self) -> int:
         return len(self.spans)
 

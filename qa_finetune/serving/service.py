@@ -66,6 +66,7 @@ class ServeSettings:
     cors_origins: tuple[str, ...] = ()  # origins a browser may call the API from
     access_log: bool = True  # one log line per request
     index: str | None = None  # the document index folder (serve --index), opened per process
+    retriever: str | None = None  # bm25, dense or hybrid; None: hybrid when it has embeddings
 
 
 def check_settings(settings: ServeSettings) -> None:
