@@ -101,19 +101,21 @@ def main() -> None:
                 truth,
             )
         )
-    for m in () if "hnsw" in args.skip else (32,):
+    from qa_finetune.retrieval.vectors import GRAPH_BUILD_DEPTH, GRAPH_LINKS
+
+    for m in () if "hnsw" in args.skip else (GRAPH_LINKS,):
         began = time.perf_counter()
         faiss.omp_set_num_threads(2)
         hnsw = faiss.IndexHNSWFlat(DIMENSION, m, faiss.METRIC_INNER_PRODUCT)
-        hnsw.hnsw.efConstruction = 80
+        hnsw.hnsw.efConstruction = GRAPH_BUILD_DEPTH
         hnsw.add(vectors)
         built = time.perf_counter() - began
         faiss.omp_set_num_threads(1)
         size = faiss.serialize_index(hnsw).nbytes / 2**20
-        for ef in (32, 64, 128):
+        for ef in (64, 128, 256):
             hnsw.hnsw.efSearch = ef
             row = measure(
-                f"faiss HNSW M{m} ef{ef}",
+                f"faiss HNSW M{m} efC{GRAPH_BUILD_DEPTH} ef{ef}",
                 lambda q, graph=hnsw: graph.search(q[None], K)[1][0],
                 queries,
                 truth,

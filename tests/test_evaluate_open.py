@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from test_retrieval_bm25 import brute_force
 from typer.testing import CliRunner
 
@@ -117,7 +118,10 @@ def test_open_needs_a_local_file(tmp_path: Path) -> None:
     assert "--open searches the contexts of a local --data file" in result.output
 
 
-def test_every_retriever_side_by_side_hybrid_first(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_every_retriever_side_by_side_hybrid_first(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the contexts' vectors
     data = squad_file(tmp_path / "dev.json")
     report = tmp_path / "report"
     args = ["evaluate", "--model", str(tiny_model_dir), "--data", str(data), "--open"]
@@ -135,6 +139,7 @@ def test_every_retriever_side_by_side_hybrid_first(tiny_model_dir: Path, tmp_pat
         assert figures["recall@5"] == 100.0, name
     assert metrics["recall@1"] == metrics["retrievers"]["hybrid"]["recall@1"]
     assert metrics["open_f1"] == metrics["retrievers"]["hybrid"]["open_f1"]
+    assert len(list((tmp_path / "cache" / "qa-finetune" / "embeddings").glob("*.npy"))) == 1
     lines = result.output.splitlines()
     for name in ("bm25", "dense", "hybrid"):
         assert any(line.startswith(f"{name}: recall@1 / @5 / @20, open EM / F1") for line in lines)

@@ -24,8 +24,8 @@ GRAPH = "embeddings.hnsw"
 # per question (BENCHMARKS section 19).
 GRAPH_FROM = 100_000
 # HNSW settings (section 19: recall of the exact top 10 against latency).
-GRAPH_LINKS = 32
-GRAPH_BUILD_DEPTH = 80
+GRAPH_LINKS = 16
+GRAPH_BUILD_DEPTH = 40
 GRAPH_SEARCH_DEPTH = 128
 
 
