@@ -174,17 +174,3 @@ def test_damaged_or_mismatched_embeddings_fail_in_one_line_and_change_nothing(
         message.endswith("is damaged: rebuild the index with qa-finetune index")
     )
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-
-
-def test_the_faiss_scan_of_a_large_set_is_the_exact_search(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pytest.importorskip("faiss")
-    stored = _unit(2000, seed=3)
-    stored[11] = stored[1500]  # a tie across the set: the lower number first
-    exact = vectors.VectorSearch(stored, INFO)
-    expected = [exact.top(q, 10) for q in [*_unit(10, seed=4), stored[1500]]]
-    monkeypatch.setattr(vectors, "FAISS_SCAN_FROM", 1000)
-    scanned = [exact.top(q, 10) for q in [*_unit(10, seed=4), stored[1500]]]
-    assert scanned == expected
-    assert [n for n, _ in scanned[-1][:2]] == [11, 1500]

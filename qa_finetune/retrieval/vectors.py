@@ -2,8 +2,8 @@
 
 ``INDEX/embeddings.npy`` holds one float32 unit vector per passage, in passage order,
 memory-mapped when opened; the manifest's ``embeddings`` entry names the encoder and the
-shape. Search is exact: one matrix-vector product and a partial sort, which is within the
-time budget at the sizes measured (BENCHMARKS section 19); above ``GRAPH_FROM`` passages a
+shape. Search is exact: one matrix-vector product and a partial sort (FAISS's exact scan was
+not faster inside `ask`: BENCHMARKS section 19); above ``GRAPH_FROM`` passages a
 FAISS HNSW graph (``INDEX/embeddings.hnsw``) is built beside the vectors and searched instead,
 its candidates scored again exactly from the vectors.
 """
@@ -27,12 +27,6 @@ GRAPH_FROM = 100_000
 GRAPH_LINKS = 16
 GRAPH_BUILD_DEPTH = 40
 GRAPH_SEARCH_DEPTH = 128
-# From this many passages the exact scan runs in FAISS when it is installed: one thread of
-# its blocked inner products was 2.5x faster than NumPy's at 50k (BENCHMARKS section 19).
-FAISS_SCAN_FROM = 20_000
-# Extra passages the FAISS scan returns, so ties at the k-th place are settled as NumPy's
-# scan settles them (the lower number first).
-_TIE_ROOM = 8
 
 
 class VectorSearch:
@@ -63,8 +57,6 @@ class VectorSearch:
             _, found = self.graph.search(query[None, :].astype(np.float32), k)
             candidates = np.unique(found[0][found[0] >= 0])
             scores = self.similarities(query, candidates)
-        elif len(self.vectors) >= FAISS_SCAN_FROM and _faiss() is not None:
-            candidates, scores = self._faiss_scan(query, k)
         else:
             scores = np.asarray(self.vectors @ query, dtype=np.float32)
             candidates = np.arange(len(scores))
@@ -76,26 +68,6 @@ class VectorSearch:
             scores = self.similarities(query, candidates)  # as the other paths score
         order = np.lexsort((candidates, -scores))[:k]
         return [(int(candidates[i]), float(scores[i])) for i in order]
-
-    def _faiss_scan(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The exact best ``k`` (and a few more) by FAISS's scan of the vectors in place,
-        scored again with NumPy so the scores equal the exact path's."""
-        faiss = _faiss()
-        depth = min(len(self.vectors), k + _TIE_ROOM)
-        rows = np.ascontiguousarray(query[None, :], dtype=np.float32)
-        _, found = faiss.knn(rows, np.asarray(self.vectors), depth, faiss.METRIC_INNER_PRODUCT)
-        candidates = np.unique(found[0][found[0] >= 0])
-        return candidates, self.similarities(query, candidates)
-
-
-def _faiss() -> Any:
-    """FAISS when installed (the documents extra), else None: exact NumPy search works
-    without it."""
-    try:
-        import faiss
-    except ImportError:
-        return None
-    return faiss
 
 
 def build_graph(vectors: np.ndarray) -> Any:
