@@ -56,7 +56,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     random = normalise(rng.standard_normal((len(index), encoder.info.dimension), np.float32))
     began = time.perf_counter()
-    graph = vectors.build_graph(random) if len(index) >= vectors.GRAPH_FROM else None
+    graph = None
+    if vectors.GRAPH_FROM is not None and len(index) >= vectors.GRAPH_FROM:
+        graph = vectors.build_graph(random)
     graph_seconds = time.perf_counter() - began
     index.vectors = vectors.VectorSearch(random, encoder.info, graph)
     pairs = questions_of(args.data, args.questions)

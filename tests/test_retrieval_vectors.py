@@ -41,6 +41,7 @@ def test_exact_search_is_brute_force_best_first_ties_to_the_lower_number() -> No
 
 
 def test_the_graph_search_finds_the_exact_top_on_a_small_set() -> None:
+    pytest.importorskip("faiss")
     stored = _unit(500)
     search = vectors.VectorSearch(stored, INFO, vectors.build_graph(stored))
     exact = vectors.VectorSearch(stored, INFO)

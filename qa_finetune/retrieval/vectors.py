@@ -3,9 +3,10 @@
 ``INDEX/embeddings.npy`` holds one float32 unit vector per passage, in passage order,
 memory-mapped when opened; the manifest's ``embeddings`` entry names the encoder and the
 shape. Search is exact: one matrix-vector product and a partial sort (FAISS's exact scan was
-not faster inside `ask`: BENCHMARKS section 19); above ``GRAPH_FROM`` passages a
-FAISS HNSW graph (``INDEX/embeddings.hnsw``) is built beside the vectors and searched instead,
-its candidates scored again exactly from the vectors.
+not faster inside `ask`: BENCHMARKS section 19). A FAISS HNSW graph (``INDEX/embeddings.hnsw``,
+its candidates scored again exactly) is built only from ``GRAPH_FROM`` passages, and that is
+off (None): on the benchmark's vectors the graph found the nearest passage first for only
+20-30% of questions at 500k, so a faster search that misses is not the default.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from qa_finetune.retrieval.embedding import EncoderInfo
 
 VECTORS = "embeddings.npy"
 GRAPH = "embeddings.hnsw"
-# Passages from which a graph is built: exact search of 100k vectors of 384 is ~150 MB read
-# per question (BENCHMARKS section 19).
-GRAPH_FROM = 100_000
+# Passages from which a graph is built; None: never (exact search at every size; section 19).
+GRAPH_FROM: int | None = None
 # HNSW settings (section 19: recall of the exact top 10 against latency).
 GRAPH_LINKS = 16
 GRAPH_BUILD_DEPTH = 40
@@ -85,7 +85,7 @@ def save(folder: Path, vectors: np.ndarray) -> dict[str, Any]:
     """Write ``vectors`` (and their graph when large) into ``folder``; returns what the
     manifest records about them, besides the encoder."""
     np.save(Path(folder) / VECTORS, np.ascontiguousarray(vectors, dtype=np.float32))
-    graph = len(vectors) >= GRAPH_FROM
+    graph = GRAPH_FROM is not None and len(vectors) >= GRAPH_FROM
     if graph:
         import faiss
 
