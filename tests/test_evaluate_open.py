@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from test_retrieval_bm25 import brute_force
 from typer.testing import CliRunner
 
@@ -97,7 +98,7 @@ def test_open_answers_equal_gold_answers_when_the_gold_paragraph_is_read(
     report = tmp_path / "report"
     args = ["evaluate", "--model", str(tiny_model_dir), "--data", str(data), "--open"]
     args += ["--top-passages", "1", "--report-dir", str(report), "--allow-untrained-head"]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, [*args, "--retriever", "bm25"])
     assert result.exit_code == 0, result.output
     metrics = json.loads((report / "metrics.json").read_text())
     assert metrics["recall@1"] == 100.0 and metrics["passages"] == len(PARAGRAPHS)
@@ -115,3 +116,44 @@ def test_open_needs_a_local_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["evaluate", "--dataset", "squad", "--open"])
     assert result.exit_code == 1
     assert "--open searches the contexts of a local --data file" in result.output
+
+
+def test_every_retriever_side_by_side_hybrid_first(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the contexts' vectors
+    data = squad_file(tmp_path / "dev.json")
+    report = tmp_path / "report"
+    args = ["evaluate", "--model", str(tiny_model_dir), "--data", str(data), "--open"]
+    args += ["--report-dir", str(report), "--allow-untrained-head"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert list(metrics["retrievers"]) == ["bm25", "dense", "hybrid"]
+    assert metrics["retriever"] == "hybrid"
+    for name, figures in metrics["retrievers"].items():
+        assert {"recall@1", "recall@5", "recall@20", "open_exact_match", "open_f1"} <= set(
+            figures
+        ), name
+        # Five paragraphs: every search holds the gold paragraph among its first five.
+        assert figures["recall@5"] == 100.0, name
+    assert metrics["recall@1"] == metrics["retrievers"]["hybrid"]["recall@1"]
+    assert metrics["open_f1"] == metrics["retrievers"]["hybrid"]["open_f1"]
+    assert len(list((tmp_path / "cache" / "qa-finetune" / "embeddings").glob("*.npy"))) == 1
+    lines = result.output.splitlines()
+    for name in ("bm25", "dense", "hybrid"):
+        assert any(line.startswith(f"{name}: recall@1 / @5 / @20, open EM / F1") for line in lines)
+
+
+def test_retriever_needs_open_and_a_known_name(tmp_path: Path) -> None:
+    data = squad_file(tmp_path / "dev.json")
+    result = CliRunner().invoke(app, ["evaluate", "--data", str(data), "--retriever", "dense"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "error: --retriever dense sets how --open searches: add --open, or drop --retriever"
+    )
+    result = CliRunner().invoke(app, ["evaluate", "--data", str(data), "--retriever", "tfidf"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "error: --retriever 'tfidf' is not a retriever: use bm25, dense or hybrid"
+    )

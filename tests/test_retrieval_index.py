@@ -212,9 +212,10 @@ def test_the_command_refuses_a_users_folder_and_leaves_it_alone(docs: Path, tmp_
 def test_the_command_summarises_what_it_did(docs: Path, tmp_path: Path) -> None:
     (docs / "blob.txt").write_bytes(b"\x00\x01\x02")
     output = tmp_path / "index"
-    first = CliRunner().invoke(app, ["index", str(docs), "--output", str(output)])
+    plain = ["--encoder", "none"]  # BM25 alone: embedding is tested in test_semantic_search
+    first = CliRunner().invoke(app, ["index", str(docs), "--output", str(output), *plain])
     assert first.exit_code == 0, first.output
     assert f"skipped {docs}/blob.txt: binary file" in first.output
     assert "4 documents" in first.output and "(4 added, 0 changed, 0 unchanged" in first.output
-    second = CliRunner().invoke(app, ["index", str(docs), "--output", str(output)])
+    second = CliRunner().invoke(app, ["index", str(docs), "--output", str(output), *plain])
     assert "(0 added, 0 changed, 4 unchanged, 0 removed, 1 skipped)" in second.output

@@ -15,6 +15,7 @@ from qa_finetune.cli.ask_batch import answer_batch, read_batch
 from qa_finetune.cli.ask_index import (
     IndexAsk,
     IndexOption,
+    RetrieverOption,
     TopPassagesOption,
     ask_from_index,
     check_index_options,
@@ -112,12 +113,13 @@ def ask(
     top_passages: TopPassagesOption = None,
     passes: AskPassesOption = None,
     min_confidence: MinConfidenceOption = None,
+    retriever: RetrieverOption = None,
 ) -> None:
     """Answer a question from a context of any length, or from indexed documents (--index)."""
     show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
-    if index is not None or top_passages is not None:
-        check_index_options(index, top_passages, context, context_file)
+    if index is not None or top_passages is not None or retriever is not None:
+        check_index_options(index, top_passages, context, context_file, retriever)
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
     check_min_confidence(min_confidence)
@@ -130,7 +132,7 @@ def ask(
     load = partial(load, **settings)
     if index is not None:
         passages = top_passages or DEFAULT_TOP_PASSAGES
-        asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json)
+        asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json, retriever)
         ask_from_index(question, asked, load, batch, output, overwrite, skip_errors)
         return
     if batch is not None:

@@ -46,6 +46,30 @@ TopPassagesOption = Annotated[
         f"when it is not sure of it) [default: {DEFAULT_TOP_PASSAGES}].",
     ),
 ]
+RetrieverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retriever",
+        help="With --index: how passages are found: bm25 (shared words), dense (meaning: "
+        "the passages' embeddings) or hybrid (both, fused) [default: hybrid when the index "
+        "holds embeddings, else bm25].",
+    ),
+]
+RETRIEVERS = ("bm25", "dense", "hybrid")
+
+
+def check_retriever(retriever: str | None, index: Any = True, needs: str = "--index") -> None:
+    """One line for a retriever name that is not one of ours, or one given without the
+    option it applies to (``index`` None: ``--index`` is missing)."""
+    if retriever is not None and retriever not in RETRIEVERS:
+        raise QAFinetuneError(
+            f"--retriever {retriever!r} is not a retriever: use bm25, dense or hybrid"
+        )
+    if retriever is not None and not index:
+        add = "--index INDEX" if needs == "--index" else needs
+        raise QAFinetuneError(
+            f"--retriever {retriever} sets how {needs} searches: add {add}, or drop --retriever"
+        )
 
 
 @dataclass(frozen=True)
@@ -57,13 +81,24 @@ class IndexAsk:
     top_k: int
     allow_no_answer: bool
     as_json: bool
+    retriever: str | None = None  # None: hybrid when the index holds embeddings, else bm25
 
 
 def check_index_options(
-    index: Path | None, top_passages: int | None, context: str | None, context_file: Path | None
+    index: Path | None,
+    top_passages: int | None,
+    context: str | None,
+    context_file: Path | None,
+    retriever: str | None = None,
 ) -> None:
-    """Refuse what ``--index`` would ignore: a context given as well, ``--top-passages``
-    without an index."""
+    """Refuse what ``--index`` would ignore: a context given as well, ``--top-passages`` or
+    ``--retriever`` without an index."""
+    check_retriever(retriever)
+    if index is None and top_passages is None:
+        raise QAFinetuneError(
+            f"--retriever {retriever} sets how passages of --index are found: add --index "
+            "INDEX, or drop --retriever"
+        )
     if index is None:
         raise QAFinetuneError(
             f"--top-passages {top_passages} sets how many passages of --index are read: add "
@@ -91,7 +126,7 @@ def ask_from_index(
     loads the model, called once the index is open."""
     from qa_finetune.inference.inputs import checked_text
     from qa_finetune.inference.open_answers import CollectionSearch, answer_from_collection
-    from qa_finetune.retrieval.passage_index import PassageIndex
+    from qa_finetune.modeling.index_search import open_for_search
     from qa_finetune.runs.lookup import trained_with_no_answer
 
     parsed = None
@@ -101,7 +136,9 @@ def ask_from_index(
         raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --index INDEX')
     else:
         checked_text(question, "question", "")
-    index = PassageIndex.open(asked.index)
+    index, note = open_for_search(asked.index, asked.retriever)
+    if note:
+        typer.echo(f"note: {note}", err=True)
     answerer = load(tune_batch=batch is not None)
     # A run trained with questions that have no answer answers with its rule: a passage it
     # says holds no answer is left out. Elsewhere only --allow-no-answer turns the rule on.

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.ask_index import check_retriever
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
     AllowUntrainedOption,
@@ -82,6 +83,14 @@ TopPassagesOption = Annotated[
         f"(default {DEFAULT_TOP_PASSAGES}).",
     ),
 ]
+EvaluateRetrieverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retriever",
+        help="With --open: bm25, dense or hybrid alone [default: all three side by side, "
+        "hybrid's figures first].",
+    ),
+]
 
 
 @friendly_errors
@@ -104,6 +113,7 @@ def evaluate(
     question_negatives: QuestionNegativesOption = 0.0,
     open_book: OpenOption = False,
     top_passages: TopPassagesOption = None,
+    retriever: EvaluateRetrieverOption = None,
     passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
@@ -116,6 +126,7 @@ def evaluate(
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book, top_passages)
     _check_min_confidence(min_confidence, open_book)
+    check_retriever(retriever, open_book, "--open")
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
@@ -134,6 +145,7 @@ def evaluate(
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
         top = top_passages or DEFAULT_TOP_PASSAGES
+        loading["retriever"] = retriever
         _evaluate_open(model, where, allow_no_answer, max_samples, top, question_negatives, loading)
         return
     from qa_finetune.evaluation.evaluate import evaluate_model

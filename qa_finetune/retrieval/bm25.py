@@ -122,12 +122,17 @@ class BM25Scores:
     def top(self, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
         """The ``k`` best passages ``(number, score)`` with a score above 0, best first; ties
         go to the earlier passage, so a search is the same every time."""
-        scores = self.scores(terms)
-        if k < len(scores):
-            cut = np.partition(scores, len(scores) - k)[len(scores) - k]
-            candidates = np.flatnonzero(scores >= cut)
-        else:
-            candidates = np.arange(len(scores))
-        candidates = candidates[scores[candidates] > 0]
-        order = np.lexsort((candidates, -scores[candidates]))[:k]
-        return [(int(candidates[i]), float(scores[candidates[i]])) for i in order]
+        return positive_top(self.scores(terms), k)
+
+
+def positive_top(scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` best ``(number, score)`` with a score above 0, best first, ties to the
+    earlier passage."""
+    if k < len(scores):
+        cut = np.partition(scores, len(scores) - k)[len(scores) - k]
+        candidates = np.flatnonzero(scores >= cut)
+    else:
+        candidates = np.arange(len(scores))
+    candidates = candidates[scores[candidates] > 0]
+    order = np.lexsort((candidates, -scores[candidates]))[:k]
+    return [(int(candidates[i]), float(scores[candidates[i]])) for i in order]

@@ -6,7 +6,9 @@ A file whose size and modification time are those recorded is not opened at all;
 time changed but whose SHA-256 did not is not extracted again (a PDF's text costs far more to
 extract than its bytes to hash). The score matrix is always rebuilt from the passages: BM25's
 document frequencies change with every document added or removed, and rebuilding it is a
-small part of the cost.
+small part of the cost. Passage vectors are not: only the passages of new and changed
+documents are embedded, the others' vectors are copied from the index being replaced when it
+was embedded by the same encoder (``embedding_reuse.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from qa_finetune.documents.reading import (
     DEFAULT_MAX_FILE_BYTES,
@@ -26,8 +29,10 @@ from qa_finetune.documents.reading import (
 from qa_finetune.documents.squad_contexts import squad_contexts
 from qa_finetune.documents.walking import FoundFile, find_documents
 from qa_finetune.files import name_as_text
-from qa_finetune.retrieval import index_files
+from qa_finetune.retrieval import index_files, vectors
 from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer, library_version
+from qa_finetune.retrieval.embedding import Encoder
+from qa_finetune.retrieval.embedding_reuse import embed_records, previous_vectors
 from qa_finetune.retrieval.passages import DEFAULT_MAX_WORDS, split_passages
 from qa_finetune.staged_folders import staged_folder
 
@@ -39,6 +44,8 @@ class IndexSettings:
     max_words: int = DEFAULT_MAX_WORDS
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     tokenizer: TextTokenizer = field(default_factory=TextTokenizer)
+    encoder: Encoder | None = None  # None: BM25 alone, no passage embeddings
+    progress: Any = None  # progress(total) -> callable(done), for the embedding
 
 
 @dataclass
@@ -53,6 +60,8 @@ class IndexSummary:
     removed: list[str] = field(default_factory=list)
     skipped: list[SkippedDocument] = field(default_factory=list)
     rebuilt_reason: str | None = None  # why earlier work could not be reused, if it could not
+    embedded_documents: int = 0  # documents whose passages were embedded in this run
+    embedded_passages: int = 0
     seconds: float = 0.0
 
 
@@ -82,7 +91,7 @@ def build_index(
         )
     kept = {r.name for r in records}
     summary.removed = sorted(name for name in previous if name not in kept)
-    _write(output, records, settings, paths)
+    _write(output, records, settings, paths, summary)
     summary.documents = len(records)
     summary.passages = sum(len(r.passages) for r in records)
     summary.seconds = time.perf_counter() - began
@@ -163,13 +172,25 @@ def _write(
     records: list[index_files.DocumentRecord],
     settings: IndexSettings,
     paths: Sequence[Path],
+    summary: IndexSummary,
 ) -> None:
     """Write the whole index in a staging folder and swap it in."""
     texts = [r.text[s:e] for r in records for s, e in r.passages]
     scores = BM25Scores.build(settings.tokenizer.terms(texts))
+    embedded = None
+    if settings.encoder is not None:
+        old = previous_vectors(output, settings.encoder.info)
+        embedded = embed_records(records, old, settings.encoder, settings.progress)
+        summary.embedded_documents, summary.embedded_passages = embedded.counts
     with staged_folder(Path(output)) as staging:
         index_files.write_documents(staging / index_files.DOCUMENTS, records)
         scores.save(staging / index_files.SCORES)
+        entry = None
+        if embedded is not None:
+            entry = {
+                "encoder": settings.encoder.info.to_dict(),  # type: ignore[union-attr]
+                **vectors.save(staging, embedded.vectors),
+            }
         index_files.write_manifest(
             staging,
             {
@@ -181,6 +202,7 @@ def _write(
                 "passages": {"max_words": settings.max_words, "count": len(texts)},
                 "documents": len(records),
                 "sources": [str(Path(p)) for p in paths],
+                "embeddings": entry,
             },
         )
 

@@ -1,8 +1,9 @@
 """An index folder opened for searching: the local ``Retriever``.
 
-Documents' texts are held in memory (passages are slices of them) and the score matrix is
-memory-mapped, so opening costs one read of ``documents.jsonl`` and searching costs one
-sparse-matrix product per question.
+Documents' texts are held in memory (passages are slices of them) and the score matrix and
+the passages' vectors are memory-mapped, so opening costs one read of ``documents.jsonl`` and
+searching costs one sparse-matrix product per question, plus, for dense and hybrid search,
+one question embedded and one vector search (``vectors.py``, fused by ``fusion.py``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.retrieval import index_files
-from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer
+from qa_finetune.retrieval import index_files, vectors
+from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer, positive_top
+from qa_finetune.retrieval.embedding import Encoder
+from qa_finetune.retrieval.fusion import DENSE_WEIGHT, weighted_fusion
 from qa_finetune.retrieval.retriever import Hit, Passage
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+# Each search's best passages this deep are fused (their BM25 and cosine computed exactly):
+# deeper than any reading, so a passage ranked low by one search can still rise.
+FUSION_DEPTH = 100
+NO_EMBEDDINGS = (
+    "{folder} holds no passage embeddings (built before semantic search, or with "
+    "--encoder none): searching with BM25; rebuild it with qa-finetune index to add them"
+)
 
 
 class PassageIndex:
@@ -36,6 +48,9 @@ class PassageIndex:
         self.scores = scores
         self.tokenizer = tokenizer
         self.manifest = manifest or {}
+        self.vectors: vectors.VectorSearch | None = None
+        self.encoder: Encoder | None = None
+        self.retriever = "bm25"
 
     @classmethod
     def open(cls, folder: Path) -> PassageIndex:
@@ -61,7 +76,37 @@ class PassageIndex:
                 f"{folder}: the score matrix and the documents disagree (an index copied in "
                 "part?): rebuild it with qa-finetune index"
             )
-        return cls(names, texts, spans, scores, tokenizer, manifest)
+        index = cls(names, texts, spans, scores, tokenizer, manifest)
+        if manifest.get("embeddings"):
+            index.vectors = vectors.load(folder, dict(manifest["embeddings"]), len(spans))
+            index.retriever = "hybrid"
+        return index
+
+    def use(self, retriever: str, encoder: Encoder | None = None) -> None:
+        """Search with ``retriever`` (bm25, dense or hybrid); dense and hybrid embed questions
+        with ``encoder``, which must be the one the passages were embedded with."""
+        if retriever not in RETRIEVERS:
+            raise RetrievalError(
+                f"unknown retriever {retriever!r}: use one of {', '.join(RETRIEVERS)}"
+            )
+        if retriever != "bm25":
+            if self.vectors is None:
+                raise RetrievalError(
+                    f"--retriever {retriever} needs passage embeddings, and this index has "
+                    "none: rebuild it with qa-finetune index, or use --retriever bm25"
+                )
+            if encoder is None or encoder.info.fingerprint != self.vectors.info.fingerprint:
+                shown = (
+                    "none"
+                    if encoder is None
+                    else f"{encoder.info.name} ({encoder.info.fingerprint})"
+                )
+                raise RetrievalError(
+                    f"the question encoder {shown} is not the one the passages were embedded "
+                    f"with ({self.vectors.info.name}, {self.vectors.info.fingerprint}): use "
+                    "that encoder, or rebuild the index with this one"
+                )
+        self.retriever, self.encoder = retriever, encoder
 
     @classmethod
     def from_texts(
@@ -76,6 +121,14 @@ class PassageIndex:
         scores = BM25Scores.build(tokenizer.terms(texts))
         return cls(names, texts, spans.reshape(-1, 3), scores, tokenizer)
 
+    def add_vectors(self, found: np.ndarray, encoder: Encoder) -> None:
+        """Passage vectors made here by ``encoder`` (an index in memory: ``evaluate
+        --open``), searched from now on with hybrid search."""
+        if found.shape != (len(self.spans), encoder.info.dimension):
+            raise RetrievalError(f"{found.shape[0]} vectors for {len(self.spans)} passages")
+        self.vectors = vectors.VectorSearch(found, encoder.info)
+        self.use("hybrid", encoder)
+
     def __len__(self) -> int:
         return len(self.spans)
 
@@ -89,8 +142,28 @@ class PassageIndex:
         if k < 1:
             raise RetrievalError(f"the number of passages must be at least 1, got {k}")
         terms = self.tokenizer.terms([question])[0]
-        top = self.scores.top(terms, k)
+        if self.retriever == "bm25" or self.vectors is None or self.encoder is None:
+            top = self.scores.top(terms, k)
+        else:
+            query = self.encoder.encode([question])[0]
+            top = self._dense_top(terms, query, k)
         return [Hit(self.passage(n), score, rank) for rank, (n, score) in enumerate(top, 1)]
+
+    def _dense_top(self, terms: list[str], query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Dense (``DENSE_WEIGHT`` x cosine) or hybrid (BM25 + that) best passages."""
+        assert self.vectors is not None
+        if self.retriever == "dense":
+            found = self.vectors.top(query, k)
+            return [(n, DENSE_WEIGHT * cosine) for n, cosine in found]
+        depth = max(k, FUSION_DEPTH)
+        bm25_all = self.scores.scores(terms)
+        dense_found = [n for n, _ in self.vectors.top(query, depth)]
+        bm25_found = [n for n, _ in positive_top(bm25_all, depth)]
+        numbers = np.asarray(sorted(set(dense_found) | set(bm25_found)), dtype=np.int64)
+        cosines = self.vectors.similarities(query, numbers)
+        bm25 = {int(n): float(bm25_all[n]) for n in numbers}
+        dense = {int(n): float(c) for n, c in zip(numbers, cosines, strict=True)}
+        return weighted_fusion(bm25, dense, DENSE_WEIGHT, k)
 
     def document_text(self, document: str) -> str:
         try:

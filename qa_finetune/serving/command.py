@@ -154,7 +154,8 @@ def build_app(
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
     shown = (settings.max_batch, passes, threads, "" if threads == 1 else "s")
     log.info("serving with --max-batch %d, --passes %d (%d thread%s each)", *shown)
-    service = AnswerService(answerer, settings, retriever=index or open_index(settings.index))
+    retriever = index or open_index(settings.index, settings.retriever)
+    service = AnswerService(answerer, settings, retriever=retriever)
     return create_app(service, resolve_model_dir(reference))
 
 
@@ -194,6 +195,7 @@ def serve(
     feedback_per_minute: int = 60,
     index: Path | None = None,
     min_confidence: float | None = None,
+    retriever: str | None = None,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized``: its int8 ONNX model; ``index``: documents for requests without a context."""
@@ -219,11 +221,12 @@ def serve(
         access_log=access_log,
         index=str(Path(index).resolve()) if index is not None else None,
         min_confidence=min_confidence,
+        retriever=retriever,
     )
     _check_limits(settings, workers, max_connections)
     _check_backend(backend)
     _check_port(host, port)
-    opened = _check_inputs(reference, backend, quantized, index)
+    opened = _check_inputs(reference, backend, quantized, settings)
     options = uvicorn_options(host, port, read_timeout, max_connections)
     if workers > 1:
         _run_workers(reference, backend, settings, workers, options, quantized)
@@ -243,13 +246,13 @@ def _check_limits(settings: Any, workers: int, max_connections: int) -> None:
             raise ServeError(f"{flag} must be at least 1, got {value}")
 
 
-def _check_inputs(reference: str, backend: str, quantized: bool, index: Path | None) -> Any:
+def _check_inputs(reference: str, backend: str, quantized: bool, settings: Any) -> Any:
     """One line for a bad index, reference or missing int8 model, before any model loads."""
     from qa_finetune.modeling.formats import choose_backend
     from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.open_answering import open_index
 
-    opened = open_index(index)
+    opened = open_index(settings.index, settings.retriever)
     model_dir = resolve_model_dir(reference)
     if quantized:
         choose_backend(model_dir, backend, quantized)
@@ -278,10 +281,7 @@ def _run_workers(
         }
     )
     uvicorn.run(
-        "qa_finetune.serving.command:app_from_environment",
-        factory=True,
-        workers=workers,
-        **options,
+        "qa_finetune.serving.command:app_from_environment", factory=True, workers=workers, **options
     )
 
 

@@ -47,14 +47,20 @@ class OpenWindowed:
         )
 
 
-def open_index(folder: str | Path | None) -> Retriever | None:
-    """The index ``serve --index`` names, opened (one clear line when it cannot be used);
-    None without one."""
+def open_index(folder: str | Path | None, retriever: str | None = None) -> Retriever | None:
+    """The index ``serve --index`` names, opened to search with ``retriever`` (one clear
+    line when it cannot be used; a note logged when it has no embeddings); None without
+    one."""
     if folder is None:
         return None
-    from qa_finetune.retrieval.passage_index import PassageIndex
+    import logging
 
-    return PassageIndex.open(Path(folder))
+    from qa_finetune.modeling.index_search import open_for_search
+
+    index, note = open_for_search(Path(folder), retriever)
+    if note:
+        logging.getLogger("qa_finetune.serving").warning("%s", note)
+    return index
 
 
 class CollectionReader:

@@ -67,6 +67,7 @@ class ServeSettings:
     access_log: bool = True  # one log line per request
     index: str | None = None  # the document index folder (serve --index), opened per process
     min_confidence: float | None = None  # below it a calibrated answer is "not sure"
+    retriever: str | None = None  # bm25, dense or hybrid; None: hybrid when it has embeddings
 
 
 def check_settings(settings: ServeSettings) -> None:

@@ -1,0 +1,125 @@
+"""A sentence-transformers model run with TensorFlow: texts in, unit vectors out, for the
+dense half of document search (``index`` embeds passages, ``ask --index`` questions).
+
+The folder is any sentence-transformers model: the installed all-MiniLM-L6-v2 package (the
+default), a local folder, or a Hub id downloaded once. Texts are embedded longest first in
+batches so each batch pads to similar lengths; the order given is restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.config_sections import DEFAULT_MODEL
+from qa_finetune.modeling.families import PT_WEIGHTS
+from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
+from qa_finetune.retrieval.bm25 import RetrievalError
+from qa_finetune.retrieval.embedding import EncoderInfo, fingerprint, pool, sentence_config
+
+# The encoder `index` uses unless told otherwise: the embedded default model, which
+# sentence-transformers trained to place a question near the passage that answers it.
+DEFAULT_ENCODER = DEFAULT_MODEL
+# Texts per forward pass: passages of ~200 words are ~256 tokens; 32 of them is ~10 MB of
+# activations per layer, small, and large enough to keep both cores busy.
+BATCH_SIZE = 32
+_LOADED: dict[tuple[str, str], SentenceEncoder] = {}
+
+
+class SentenceEncoder:
+    """A loaded sentence encoder (``retrieval.embedding.Encoder``)."""
+
+    def __init__(self, model: Any, tokenizer: Any, info: EncoderInfo) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.info = info
+        self._forward = None
+
+    @classmethod
+    def load(cls, reference: str = DEFAULT_ENCODER) -> SentenceEncoder:
+        """Load the sentence encoder ``reference`` names; one line when it is not one. A
+        process loads each encoder (same files, same fingerprint) once."""
+        folder = resolve_model_dir(reference)
+        config = sentence_config(folder, reference)  # before any weights are read
+        digest = fingerprint(folder, config.pooling)
+        cached = _LOADED.get((str(reference), digest))
+        if cached is not None:
+            return cached
+        tokenizer = load_tokenizer(folder)
+        model = _tf_encoder(folder)
+        dimension = int(model.config.hidden_size)
+        length = min(config.max_length, int(getattr(model.config, "max_position_embeddings", 512)))
+        info = EncoderInfo(str(reference), digest, dimension, config.pooling, length)
+        _LOADED[(str(reference), digest)] = loaded = cls(model, tokenizer, info)
+        return loaded
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        progress: Callable[[int], None] | None = None,
+        batch_size: int = BATCH_SIZE,
+    ) -> np.ndarray:
+        """``[len(texts), dimension]`` float32 unit vectors, in the order of ``texts``."""
+        vectors = np.zeros((len(texts), self.info.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for first in range(0, len(order), batch_size):
+            chosen = order[first : first + batch_size]
+            vectors[chosen] = self._batch([texts[i] for i in chosen])
+            if progress is not None:
+                progress(len(chosen))
+        return vectors
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        import tensorflow as tf
+
+        encoded = self.tokenizer(
+            texts,
+            truncation=True,
+            max_length=self.info.max_length,
+            padding=True,
+            return_tensors="np",
+        )
+        if self._forward is None:
+            model = self.model
+
+            @tf.function(
+                input_signature=[tf.TensorSpec([None, None], tf.int32)] * 3, reduce_retracing=True
+            )
+            def forward(ids: Any, mask: Any, types: Any) -> Any:
+                out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+                return out.last_hidden_state
+
+            self._forward = forward
+        mask = encoded["attention_mask"].astype(np.int32)
+        types = encoded.get("token_type_ids", np.zeros_like(mask)).astype(np.int32)
+        hidden = self._forward(encoded["input_ids"].astype(np.int32), mask, types).numpy()
+        return pool(hidden, mask, self.info.pooling)
+
+
+def _tf_encoder(folder: Path) -> Any:
+    """The TF encoder of ``folder`` (TF weights, or PyTorch safetensors copied in)."""
+    from transformers import AutoConfig, TFAutoModel
+
+    import qa_finetune.modeling.loading  # noqa: F401  (legacy Keras, quiet transformers)
+
+    try:
+        config = AutoConfig.from_pretrained(str(folder))
+        if (folder / PT_WEIGHTS).is_file() and not (folder / "tf_model.h5").is_file():
+            from safetensors.numpy import load_file
+            from transformers.modeling_tf_pytorch_utils import (
+                load_pytorch_state_dict_in_tf2_model,
+            )
+
+            model = TFAutoModel.from_config(config)
+            state = load_file(str(folder / PT_WEIGHTS))
+            load_pytorch_state_dict_in_tf2_model(model, state, allow_missing_keys=False)
+            return model
+        return TFAutoModel.from_pretrained(str(folder))
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise RetrievalError(
+            f"{folder} cannot be loaded as a sentence encoder ({type(exc).__name__}): pass a "
+            "sentence-transformers model such as all-MiniLM-L6-v2"
+        ) from None
