@@ -142,29 +142,25 @@ def serve(
             import_tensorflow_quietly()
         from qa_finetune.serving.command import serve as run_serve
 
+        limits = dict(max_batch=max_batch, passes=passes, max_wait_ms=max_wait_ms, workers=workers)
+        limits.update(max_context_chars=max_context_chars, max_queue=max_queue)
+        limits.update(
+            max_windows_per_request=max_windows_per_request, max_connections=max_connections
+        )
+        limits.update(request_timeout=request_timeout, read_timeout=read_timeout)
+        feedback = dict(feedback_file=feedback_file, feedback_per_minute=feedback_per_minute)
+        answering = dict(backend=backend, quantized=quantized, min_confidence=min_confidence)
         run_serve(
             model,
             host=host,
             port=port,
-            backend=backend,
-            max_batch=max_batch,
-            passes=passes,
-            max_wait_ms=max_wait_ms,
-            max_context_chars=max_context_chars,
-            workers=workers,
             access_log=access_log,
-            max_windows_per_request=max_windows_per_request,
-            request_timeout=request_timeout,
-            read_timeout=read_timeout,
-            max_connections=max_connections,
-            feedback_file=feedback_file,
-            feedback_per_minute=feedback_per_minute,
-            quantized=quantized,
-            max_queue=max_queue,
             cors_origins=tuple(cors_origin or ()),
             index=index,
-            min_confidence=min_confidence,
             retriever=retriever,
+            **limits,
+            **feedback,
+            **answering,
         )
 
 
