@@ -177,3 +177,49 @@ def test_each_linked_file_exists(where: str, target: str) -> None:
     if relative in PENDING and not path.exists():
         pytest.skip(f"{relative} is pending: {PENDING[relative]}")
     assert path.exists(), f"{where} links to {target}, which does not exist"
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (code blocks left out)."""
+    slugs: set[str] = set()
+    for line in FENCE.sub("", path.read_text(encoding="utf-8")).splitlines():
+        if line.startswith("#"):
+            slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            # A repeated heading gets -1, -2, ... after its first use.
+            n = 0
+            while (slug if n == 0 else f"{slug}-{n}") in slugs:
+                n += 1
+            slugs.add(slug if n == 0 else f"{slug}-{n}")
+    return slugs
+
+
+def _anchored_links() -> list[tuple[str, str, str]]:
+    """(where, file, anchor) for every link with an anchor into a Markdown file that exists."""
+    found = []
+    for path in [*DOCS, ROOT / "BENCHMARKS.md"]:
+        for target in LINK.findall(path.read_text(encoding="utf-8")):
+            if "#" not in target or re.match(r"[a-z]+:", target):
+                continue
+            name, anchor = target.split("#", 1)
+            linked = (path.parent / name).resolve() if name else path
+            if linked.suffix == ".md" and linked.exists():
+                found.append((_name(path), _name(linked), anchor))
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize(("where", "linked", "anchor"), _anchored_links(), ids=lambda v: str(v))
+def test_each_linked_heading_exists(where: str, linked: str, anchor: str) -> None:
+    assert anchor in _anchors(ROOT / linked), f"{where} links to {linked}#{anchor}: no such heading"
+
+
+def test_anchors_follow_githubs_rule(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# A title\n## 16. Passes in `ask --batch` (2026, 2 cores)\n## Notes\n## Notes\n"
+    )
+    assert _anchors(page) == {
+        "a-title",
+        "16-passes-in-ask---batch-2026-2-cores",
+        "notes",
+        "notes-1",
+    }
