@@ -9,6 +9,11 @@ with its command printed before its output. The default settings keep the whole 
 Every benchmark runs even when an earlier one fails; the exit status is 1 when any failed.
 ``--dry-run`` prints the commands without running them. For figures worth recording, run a
 script on its own with its larger defaults (see each script's ``--help``).
+
+bench/ holds the maintained benchmarks: the ones run here, and ``serve_load.py``,
+``retrieval_scale.py`` and ``data_curve.py``, which take a trained run and longer than this
+run's budget. One-off studies, whose figures BENCHMARKS.md records, live in ``bench/studies/``
+with their results.
 """
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""The frozen answerability probe's own arithmetic (bench/answerability_probe.py)."""
+"""The frozen answerability probe's own arithmetic (bench/studies/answerability_probe.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bench.answerability_probe import PENALTIES, _standardise, best_span_scores, choose_penalty
+from bench.studies.answerability_probe import (
+    PENALTIES,
+    _standardise,
+    best_span_scores,
+    choose_penalty,
+)
 
 
 def _brute_force(start, end, context, max_answer) -> np.ndarray:

@@ -1,11 +1,12 @@
-"""The no-answer AUC apart for each kind of unanswerable question (bench/no_answer_rules.py)."""
+"""The no-answer AUC apart for each kind of unanswerable question
+(bench/studies/no_answer_rules.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bench.no_answer_rules import auc_by_kind
+from bench.studies.no_answer_rules import auc_by_kind
 
 
 def test_each_kind_is_ranked_against_the_answerable_questions_only() -> None:

@@ -136,7 +136,7 @@ def session_options(ort: Any, threads: int | None = None) -> Any:
 
     Idle pool threads do not spin waiting for the next operator: on a CPU shared with the
     server's tokenizing threads or another process, spinning takes the very cores the pass
-    needs (bench/onnx_session.py: 435 -> 322 ms per window on a loaded 2-core AMD EPYC).
+    needs (bench/studies/onnx_session.py: 435 -> 322 ms per window on a loaded 2-core AMD EPYC).
     """
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or threads_per_pass()

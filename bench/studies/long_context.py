@@ -1,7 +1,7 @@
 """A long-document question-answering set from real text: each article's paragraphs joined into
 one context, so every question is asked of thousands of words.
 
-    .venv/bin/python bench/long_context.py ../shared/data/squadshifts-new-wiki.json \\
+    .venv/bin/python bench/studies/long_context.py ../shared/data/squadshifts-new-wiki.json \\
         --output-dir /tmp/long-context --heldout-articles 8 --train-questions 300 \\
         --heldout-questions 150
 

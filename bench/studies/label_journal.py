@@ -1,7 +1,7 @@
 """The cost of one save on the labeling page: the journal line (fsync'd) and the SQuAD file
 rewritten whole (fsync'd, renamed), as the output grows.
 
-    .venv/bin/python bench/label_journal.py --saves 200 --existing 0 1000 10000
+    .venv/bin/python bench/studies/label_journal.py --saves 200 --existing 0 1000 10000
 
 Each row starts from an output already holding ``existing`` questions (about 50 documents of
 about 2,000 characters) and times ``saves`` new questions through ``LabelStore.create``, the
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 # Run as a script from the repository root: make `bench` and `qa_finetune` importable.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from qa_finetune.labeling.command import open_store

@@ -3,9 +3,9 @@ peak GPU memory, for a fixed number of training steps.
 
 max_length 400, stride 100, global batch 32, mixed precision (float16 compute, float32
 master weights and logits), the packaged encoder, the shared training data. Run through
-``bench/gpu_recipe.sh``, which also trains briefly and scores the result.
+``bench/studies/gpu_recipe.sh``, which also trains briefly and scores the result.
 
-    .venv/bin/python bench/gpu_recipe.py --data ../shared/data/squadshifts-new-wiki.json
+    .venv/bin/python bench/studies/gpu_recipe.py --data ../shared/data/squadshifts-new-wiki.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 

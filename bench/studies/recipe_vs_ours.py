@@ -1,7 +1,7 @@
 """The original recipe against ours: same model, same data, same seed, same training time.
 
-    nice .venv/bin/python bench/recipe_vs_ours.py --minutes 45          # train, score, report
-    .venv/bin/python bench/recipe_vs_ours.py --minutes 45 --skip-train  # score and report only
+    nice .venv/bin/python bench/studies/recipe_vs_ours.py --minutes 45   # train, score, report
+    .venv/bin/python bench/studies/recipe_vs_ours.py --minutes 45 --skip-train  # score, report
 
 1. Train ``configs/recipe-original-minilm.yaml`` (the notebook's recipe: windows padded to 400
    tokens, shuffled, constant Adam 3e-5, batch 32) and ``configs/minilm-31k.yaml`` (ours:
@@ -11,8 +11,8 @@
    does slows both alike, which back-to-back runs on a shared machine cannot promise.
 2. Score both final models on SQuAD v1.1 dev with (a) our n-best decoding over strided windows
    and (b) the notebook's ``get_answer`` (one truncated window, argmax start and end).
-3. Write ``bench/results/recipe_vs_ours.json``, the learning curves of both in one picture
-   (``bench/results/recipe_vs_ours.png``) and a markdown table on stdout.
+3. Write ``bench/studies/results/recipe_vs_ours.json``, the learning curves of both in one picture
+   (``bench/studies/results/recipe_vs_ours.png``) and a markdown table on stdout.
 
 TyDi QA English dev (not SQuAD) is each run's monitor; nothing is chosen by SQuAD dev score.
 """
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
@@ -39,7 +39,7 @@ RECIPES = {
     "original recipe": ROOT / "configs" / "recipe-original-minilm.yaml",
     "ours": ROOT / "configs" / "minilm-31k.yaml",
 }
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "studies" / "results"
 
 
 def parse_args() -> argparse.Namespace:
@@ -238,7 +238,7 @@ def report(args: argparse.Namespace, out: Path) -> None:
             f"{row['monitor_f1']:.2f} | {cell('ours')} | {cell('notebook')} |"
         )
     print(f"\n{machine_line()}")
-    print(f"Command: python bench/recipe_vs_ours.py {shlex.join(sys.argv[1:])}")
+    print(f"Command: python bench/studies/recipe_vs_ours.py {shlex.join(sys.argv[1:])}")
 
 
 def main() -> None:

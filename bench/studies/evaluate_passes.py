@@ -1,6 +1,6 @@
 """``evaluate`` questions per second with one forward pass at a time and with several at once.
 
-    .venv/bin/python bench/evaluate_passes.py --model outputs/minilm-31k-400steps \\
+    .venv/bin/python bench/studies/evaluate_passes.py --model outputs/minilm-31k-400steps \\
         --data ../shared/data/squad-v1.1-dev.json
 
 Each round runs ``qa-finetune evaluate --passes N`` once per setting, each in a process of
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402

@@ -1,7 +1,7 @@
 """User actions per saved question on the labeling page: by hand, and with the model's
 proposals (accepted in one click when one is the intended answer, else corrected by hand).
 
-    .venv/bin/python bench/label_actions.py --data ../shared/data/squad-v1.1-dev.json \\
+    .venv/bin/python bench/studies/label_actions.py --data ../shared/data/squad-v1.1-dev.json \\
         --model outputs/minilm-31k-400steps --questions 30
 
 A real article's paragraphs become the documents (one file each); its questions, with their
@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Run as a script from the repository root: `bench`, `qa_finetune` and the tests' browser
 # helpers (headless Chromium, a mouse drag over characters) importable.
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]

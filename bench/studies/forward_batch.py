@@ -1,6 +1,6 @@
 """Model time per window against the number of windows per forward pass (the batching gain).
 
-    .venv/bin/python bench/forward_batch.py --model outputs/demo \\
+    .venv/bin/python bench/studies/forward_batch.py --model outputs/demo \\
         --data ../shared/data/squad-v1.1-dev.json
 
 The windows of the first ``--windows`` SQuAD dev questions (each with its own paragraph) go
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from bench.serve_load import load_pairs

@@ -1,13 +1,13 @@
 """How to choose one answer across passages, measured: F1 by the score passages compete on
 and by passages read, from one reading of the top ``--depth`` passages per question.
 
-    .venv/bin/python bench/open_choice.py --model ../shared/models/minilm-31k \\
+    .venv/bin/python bench/studies/open_choice.py --model ../shared/models/minilm-31k \\
         --data outputs/general-heldout.jsonl --questions 600
 
 Each question is searched among all the file's contexts (as `evaluate --open` does) and its
 ``--depth`` best passages are read once; every (score, K) cell then re-decides from the same
 readings, so the cells differ only in the choice. Choose on held-out training questions
-(``bench/heldout_split.py`` writes them), never on a test set.
+(``bench/studies/heldout_split.py`` writes them), never on a test set.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from qa_finetune.decoding.across_passages import (

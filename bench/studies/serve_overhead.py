@@ -1,6 +1,6 @@
 """Where a served question's CPU goes outside the model: windowing, decoding, the load clients.
 
-    .venv/bin/python bench/serve_overhead.py --model outputs/minilm-31k-400steps \\
+    .venv/bin/python bench/studies/serve_overhead.py --model outputs/minilm-31k-400steps \\
         --data ../shared/data/squad-v1.1-dev.json
 
 CPU time (``time.process_time``) of this process, so a machine shared with other work changes
@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402

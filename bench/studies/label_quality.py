@@ -1,6 +1,6 @@
 """Label quality per tokenizer family on SQuAD v1.1 dev: do labelled spans hold the gold text?
 
-    nice .venv/bin/python bench/label_quality.py --data ../shared/data/squad-v1.1-dev.json \
+    nice .venv/bin/python bench/studies/label_quality.py --data ../shared/data/squad-v1.1-dev.json \
         --shifts ../shared/data
 
 For each family's fast tokenizer (WordPiece MiniLM; byte-level BPE trained on the SQuADShifts
@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from qa_finetune.config import DataConfig

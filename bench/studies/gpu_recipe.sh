@@ -2,7 +2,7 @@
 # The original recipe's settings on one NVIDIA GPU: throughput with and without XLA, peak
 # GPU memory, then a short real training run scored on SQuAD v1.1 dev.
 #
-#   bench/gpu_recipe.sh [DATA_DIR] [STEPS]
+#   bench/studies/gpu_recipe.sh [DATA_DIR] [STEPS]
 #
 # DATA_DIR holds the shared SQuAD-format files (default ../shared/data); STEPS is the length
 # of the short training run (default 1000). Needs `make setup` (the .venv) first.
@@ -26,7 +26,7 @@ nvidia-smi -L
 TRAIN="$DATA/squadshifts-new-wiki.json,$DATA/squadshifts-amazon.json,$DATA/squadshifts-reddit.json,$DATA/tydiqa-goldp-en-train.json"
 
 echo "== throughput: XLA off and on"
-"$PY" bench/gpu_recipe.py --data "$DATA/squadshifts-new-wiki.json" --json "$OUT/throughput.json"
+"$PY" bench/studies/gpu_recipe.py --data "$DATA/squadshifts-new-wiki.json" --json "$OUT/throughput.json"
 
 echo "== short training run: $STEPS steps, recipe settings, mixed precision"
 start=$(date +%s)

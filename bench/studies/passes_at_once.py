@@ -1,6 +1,6 @@
 """Forward passes in flight at once, and the threads each gets: windows per second.
 
-    .venv/bin/python bench/passes_at_once.py --model outputs/minilm-31k-400steps \\
+    .venv/bin/python bench/studies/passes_at_once.py --model outputs/minilm-31k-400steps \\
         --data ../shared/data/squad-v1.1-dev.json
 
 The windows of the first ``--questions`` SQuAD dev questions, sorted by length and cut into
@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402

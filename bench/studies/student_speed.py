@@ -2,7 +2,7 @@
 ``evaluate`` questions/s and ``serve`` at 1 and 32 clients, each on TensorFlow, ONNX and
 ONNX int8.
 
-    .venv/bin/python bench/student_speed.py --teacher ../shared/models/minilm-31k \\
+    .venv/bin/python bench/studies/student_speed.py --teacher ../shared/models/minilm-31k \\
         --student outputs/minilm-31k-student --data ../shared/data/squad-v1.1-dev.json
 
 Both runs are exported to ONNX (fp32 and int8) under ``--work`` once (the teacher's folder
@@ -17,7 +17,7 @@ over two rounds in alternating order, so drift of the machine hits both alike:
   1 client, then from 32 (``serve_load.run_phase``): questions/s and p50 latency.
 
 The speed-up is the teacher's time over the student's (or the student's rate over the
-teacher's). Results also go to ``bench/results/student_speed.json``.
+teacher's). Results also go to ``bench/studies/results/student_speed.json``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
@@ -192,7 +192,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="evaluate's batch size.")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--work", type=Path, help="Exports and reports (default: temporary).")
-    parser.add_argument("--output", type=Path, default=ROOT / "bench/results/student_speed.json")
+    parser.add_argument(
+        "--output", type=Path, default=ROOT / "bench/studies/results/student_speed.json"
+    )
     args = parser.parse_args()
     args.work = args.work or Path(tempfile.mkdtemp(prefix="student-speed-"))
     args.work.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Training steps per second on CPU: float32 against Keras' mixed_bfloat16 policy.
 
-    .venv/bin/python bench/cpu_precision.py float32
-    .venv/bin/python bench/cpu_precision.py mixed_bfloat16
+    .venv/bin/python bench/studies/cpu_precision.py float32
+    .venv/bin/python bench/studies/cpu_precision.py mixed_bfloat16
 
 One process per policy (the global policy is set before the model is built): the packaged
 MiniLM encoder, batch 16 x 192 random tokens, Adam, 3 warm-up steps then 20 timed steps.
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

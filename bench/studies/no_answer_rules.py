@@ -8,17 +8,18 @@ threshold, and the rule and threshold saved in a run (``no_answer_rule.json``, f
 best threshold on these very questions (an upper bound, not a score), and the AUC: over all
 unanswerable questions, and apart for each kind made by ``data.swap_negatives`` (ids ending
 ``#swap``) and ``data.question_negatives`` (``#negative``) when the file holds them (a held-out
-split written by ``bench/heldout_split.py``).
+split written by ``bench/studies/heldout_split.py``).
 
-    python bench/no_answer_rules.py --eval-dir R/v2-shipped \\
+    python bench/studies/no_answer_rules.py --eval-dir R/v2-shipped \\
         --data ../shared/data/squad-v2.0-dev.json --gap 0 \\
-        --run outputs/minilm-31k-calibrated --out bench/results/no_answer_rules.json
+        --run outputs/minilm-31k-calibrated --out bench/studies/results/no_answer_rules.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,9 @@ from qa_finetune.metrics import normalize_answer, squad_v2
 
 try:
     from bench._machine import machine_line
-except ModuleNotFoundError:  # run as a script from bench/
-    from _machine import machine_line  # type: ignore[no-redef]
+except ModuleNotFoundError:  # run as a script: the repository root is two folders up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench._machine import machine_line
 
 
 def load_evaluation(eval_dir: Path, data: Path) -> tuple[Predictions, dict[str, list[str]]]:

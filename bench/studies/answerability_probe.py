@@ -7,15 +7,16 @@ gap of the same forward passes. Per question the features are the CLS vector and
 the context tokens' vectors (each averaged over the question's windows), standardised; the L2
 penalty is chosen by 5-fold cross-validation on the training questions alone.
 
-    python bench/answerability_probe.py --run outputs/subjqa-from-answerability \\
+    python bench/studies/answerability_probe.py --run outputs/subjqa-from-answerability \\
         --train outputs/subjqa-split/train.json --heldout outputs/subjqa-split/heldout.json \\
-        --test ../shared/data/subjqa-dev.json --out bench/results/answerability_probe.json
+        --test ../shared/data/subjqa-dev.json --out bench/studies/results/answerability_probe.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from qa_finetune.decoding.no_answer_fit import fit_logistic
 
 try:
     from bench._machine import machine_line
-except ModuleNotFoundError:  # run as a script from bench/
-    from _machine import machine_line  # type: ignore[no-redef]
+except ModuleNotFoundError:  # run as a script: the repository root is two folders up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench._machine import machine_line
 
 PENALTIES = (1.0, 10.0, 100.0, 1000.0, 10000.0)
 BATCH = 32

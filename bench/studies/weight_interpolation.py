@@ -5,9 +5,9 @@ validation file), then ``qa-finetune evaluate`` on a general set (forgetting) an
 domain's test set. The weight is for users to choose on held-out figures; the test columns are
 reported, never used to choose.
 
-    python bench/weight_interpolation.py --model outputs/subjqa-from-answerability \\
+    python bench/studies/weight_interpolation.py --model outputs/subjqa-from-answerability \\
         --weights 0.4,0.6,0.8 --general ../shared/data/squad-v1.1-dev.json \\
-        --test ../shared/data/subjqa-dev.json --out bench/results/weight_interpolation.json
+        --test ../shared/data/subjqa-dev.json --out bench/studies/results/weight_interpolation.json
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Any
 
 try:
     from bench._machine import machine_line
-except ModuleNotFoundError:  # run as a script from bench/
-    from _machine import machine_line  # type: ignore[no-redef]
+except ModuleNotFoundError:  # run as a script: the repository root is two folders up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench._machine import machine_line
 
 CLI = [sys.executable, "-m", "qa_finetune"]
 KEPT = ("f1", "exact_match", "HasAns_f1", "NoAns_f1", "HasAns_f1_answering_all", "no_answer_auc")

