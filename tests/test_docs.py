@@ -21,12 +21,6 @@ from qa_finetune.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# Guides that other work adds; linked already, written with that work. Remove an entry when
-# its file lands (the test then checks the link like any other).
-PENDING = {
-    "docs/confidence.md": "calibrated confidence, written with that feature",
-    "docs/search.md": "semantic and hybrid search, written with that feature",
-}
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"(?<!`)`(qa-finetune [^`]+)`(?!`)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -173,9 +167,6 @@ def _links() -> list[tuple[str, str]]:
 def test_each_linked_file_exists(where: str, target: str) -> None:
     base = ROOT if target.startswith("/") else (ROOT / where).parent
     path = (base / target.lstrip("/")).resolve()
-    relative = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
-    if relative in PENDING and not path.exists():
-        pytest.skip(f"{relative} is pending: {PENDING[relative]}")
     assert path.exists(), f"{where} links to {target}, which does not exist"
 
 
