@@ -159,7 +159,7 @@ def test_export_overwrite_keeps_a_read_only_export(tmp_path: Path, kept_run: Pat
 
 
 def test_only_a_folder_without_any_write_bit_is_kept(tmp_path: Path) -> None:
-    from qa_finetune.staged_folders import has_no_write_bits
+    from qa_finetune.files.staged_folders import has_no_write_bits
 
     folder = tmp_path / "f"
     folder.mkdir()

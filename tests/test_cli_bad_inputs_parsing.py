@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 from qa_finetune.config import ConfigError, resolve_config
-from qa_finetune.nesting import JsonDepth, check_json_depth
+from qa_finetune.files.nesting import JsonDepth, check_json_depth
 from qa_finetune.training.sharding import check_tf_config
 
 # Deeper than Python's recursion limit: a RecursionError traceback before these fixes.

@@ -10,7 +10,7 @@ import pytest
 from sample_files import sample_data_path
 
 from qa_finetune.config import Config, DataConfig
-from qa_finetune.config_values import ConfigError
+from qa_finetune.config.values import ConfigError
 from qa_finetune.data.loading import load_data
 from qa_finetune.data.question_negatives import SUFFIX, question_negatives
 from qa_finetune.data.records import DataError

@@ -13,7 +13,7 @@ from sample_files import sample_data_path
 from test_data_question_negatives import _records
 
 from qa_finetune.config import Config, DataConfig
-from qa_finetune.config_values import ConfigError
+from qa_finetune.config.values import ConfigError
 from qa_finetune.data.loading import load_data
 from qa_finetune.data.records import DataError
 from qa_finetune.data.swap_negatives import SUFFIX, names_in, swap_negatives

@@ -11,7 +11,7 @@ import pytest
 def test_missing_extra_is_one_line_naming_every_missing_module(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from qa_finetune.extras import MissingExtraError, require_all
+    from qa_finetune.libraries.extras import MissingExtraError, require_all
 
     monkeypatch.setitem(sys.modules, "fastapi", None)
     monkeypatch.setitem(sys.modules, "uvicorn", None)
@@ -28,7 +28,8 @@ def test_registries_import_nothing_heavy() -> None:
     datasets or optional extra at import time."""
     code = (
         "import sys\n"
-        "import qa_finetune.compat, qa_finetune.extras, qa_finetune.modeling.families\n"
+        "import qa_finetune.libraries.compat, qa_finetune.libraries.extras\n"
+        "import qa_finetune.modeling.families\n"
         "import qa_finetune.modeling.formats, qa_finetune.modeling.formats.qa_config\n"
         "heavy = ('tensorflow', 'transformers', 'datasets', 'onnx', 'onnxruntime', 'tf2onnx')\n"
         "print([name for name in heavy if name in sys.modules])\n"

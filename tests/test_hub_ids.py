@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qa_finetune.hub_ids import is_hub_id
+from qa_finetune.config.hub_ids import is_hub_id
 
 
 @pytest.mark.parametrize(

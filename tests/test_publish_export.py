@@ -530,7 +530,7 @@ def test_bad_arguments_are_errors(tiny_model_dir: Path) -> None:
 
 
 def test_missing_extra_names_it() -> None:
-    from qa_finetune.extras import require
+    from qa_finetune.libraries.extras import require
 
     with pytest.raises(QAFinetuneError, match=r"pip install 'qa-finetune\[onnx\]'"):
         require("no_such_module_for_qa_finetune", "onnx", "--format onnx")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 from qa_finetune.config import Config
-from qa_finetune.config_values import run_name_problem
+from qa_finetune.config.values import run_name_problem
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.runs import directory as rundir
 

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from qa_finetune.cli.app import app
 from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files.staged_folders import replace_folder, staged_folder
 from qa_finetune.publish.hub import push_run
-from qa_finetune.staged_folders import replace_folder, staged_folder
 
 RECORD = {
     "id": "a",
@@ -238,7 +238,7 @@ def test_a_full_disk_is_one_line(
     """h5py reports a full disk as "Can't close file (errno = 2)": the one-liner says it."""
     import dataclasses
 
-    import qa_finetune.disk_space as disk_space
+    import qa_finetune.files.disk_space as disk_space
     from qa_finetune.modeling import formats
 
     def full(model: object, tokenizer: object, staging: Path, quantize: object) -> list[str]:

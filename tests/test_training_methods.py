@@ -9,7 +9,7 @@ import pytest
 from tiny_runs import tiny_run_config
 
 from qa_finetune.config import Config, ConfigError
-from qa_finetune.config_methods import TRAINING_METHODS
+from qa_finetune.config.methods import TRAINING_METHODS
 from qa_finetune.errors import QAFinetuneError
 
 

@@ -53,7 +53,7 @@ def calibrate(
     """Choose when the run answers "no answer" (rule and threshold) and fit how sure its
     answers are (confidence) on held-out questions."""
     show_library_logs()
-    from qa_finetune.config_sections import NO_ANSWER_RULE_MODES
+    from qa_finetune.config.sections import NO_ANSWER_RULE_MODES
     from qa_finetune.errors import QAFinetuneError
 
     if rule not in NO_ANSWER_RULE_MODES:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qa_finetune.config import Config, DataConfig
+from qa_finetune.config.seeds import seed_problem
 from qa_finetune.crossval.fold_files import make_folds, squad_json, training_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import json_bytes, write_files_together
 from qa_finetune.runs.targets import check_files_in_folder
-from qa_finetune.seeds import seed_problem
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, apply_overrides
-from qa_finetune.config_values import run_name_problem
+from qa_finetune.config.seeds import seed_problem
+from qa_finetune.config.values import run_name_problem
 from qa_finetune.crossval.fold_files import (
     FoldFiles,
     choose_grouping,
@@ -39,7 +40,6 @@ from qa_finetune.runs.directory import has_checkpoint, has_something_to_keep
 from qa_finetune.runs.ownership import has_marker, write_marker
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.runs.targets import check_own_folder
-from qa_finetune.seeds import seed_problem
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.compat import dataset_info, dataset_state, has_indices_mapping
+from qa_finetune.libraries.compat import dataset_info, dataset_state, has_indices_mapping
 
 
 def save_dataset(dataset: Any, target: Path) -> None:

@@ -29,7 +29,7 @@ from qa_finetune.data.records import (
     read_records,
 )
 from qa_finetune.files import check_file, read_text
-from qa_finetune.nesting import JsonDepth, given_twice, parse_json
+from qa_finetune.files.nesting import JsonDepth, given_twice, parse_json
 
 # Rows per chunk of CSV and Parquet files; JSON is read in ijson's own buffer.
 CHUNK_ROWS = 10_000

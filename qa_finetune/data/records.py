@@ -18,7 +18,7 @@ from typing import Any
 from qa_finetune.config import DataConfig
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import check_file, read_text
-from qa_finetune.nesting import load_json, parse_json
+from qa_finetune.files.nesting import load_json, parse_json
 
 FLAT_SUFFIXES = {".jsonl", ".csv", ".parquet", ".json"}
 

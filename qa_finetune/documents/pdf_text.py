@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from qa_finetune.documents.problems import DocumentReadError, SkippedDocument
-from qa_finetune.extras import install_command
+from qa_finetune.libraries.extras import install_command
 
 ENCRYPTED = "encrypted PDF (decrypt it first)"
 NO_TEXT = "no text in the PDF (scanned? run OCR first)"

@@ -14,7 +14,7 @@ from typing import Any
 
 from qa_finetune.documents.problems import DocumentReadError
 from qa_finetune.files import name_as_text, read_text, surrogate_problem
-from qa_finetune.nesting import parse_json
+from qa_finetune.files.nesting import parse_json
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from qa_finetune.decoding.confidence import Calibration, CalibrationError
 from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json
+from qa_finetune.files.staged_folders import has_no_write_bits, staged_folder
 from qa_finetune.runs.calibration_file import RECORDED_KEY, write_calibration
 from qa_finetune.runs.lookup import run_dir_of
 from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import CHECKPOINT_DIR, EVAL_DIR, TENSORBOARD_DIR, RunPaths
 from qa_finetune.runs.targets import refuse_link
-from qa_finetune.staged_folders import has_no_write_bits, staged_folder
 
 log = logging.getLogger(__name__)
 # What a copy of a run leaves behind: training state and reports of the original.
@@ -182,7 +182,7 @@ def _save(
 ) -> None:
     """The rule and calibration files, and ``metrics.json`` saying which rule, threshold and
     calibration the run uses."""
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     write_rule(run_dir, saved)
     write_calibration(run_dir, calibration)

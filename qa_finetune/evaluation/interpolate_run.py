@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files.staged_folders import staged_folder
 from qa_finetune.modeling.interpolation import check_interpolation_weight
 from qa_finetune.runs.lookup import load_run_config
 from qa_finetune.runs.paths import CONFIG_FILE, ENV_FILE, PREPARE_REPORT_FILE, RunPaths
-from qa_finetune.staged_folders import staged_folder
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from qa_finetune.decoding.answerability import answerability
 from qa_finetune.decoding.spans import Predictions
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import read_text, surrogate_problem
-from qa_finetune.nesting import load_json
+from qa_finetune.files.nesting import load_json
 
 
 class EvaluationError(QAFinetuneError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from qa_finetune.compat import tokenizer_cache
+from qa_finetune.libraries.compat import tokenizer_cache
 
 
 @dataclass(frozen=True)

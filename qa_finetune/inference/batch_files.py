@@ -36,7 +36,7 @@ class _Line:
 
 
 def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     record = load_json(
         raw, "line", lambda exc: f"not valid JSON ({exc.msg})", InferenceError, first_line=None

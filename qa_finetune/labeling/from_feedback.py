@@ -17,9 +17,9 @@ from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import surrogate_problem
+from qa_finetune.files.nesting import parse_json
 from qa_finetune.labeling.documents import Document
 from qa_finetune.labeling.squad_writer import squad_payload
-from qa_finetune.nesting import parse_json
 
 log = logging.getLogger("qa_finetune.labeling.from_feedback")
 NO_ANSWER = ("no answer",)

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_bytes_durably
-from qa_finetune.nesting import parse_json
+from qa_finetune.files.nesting import parse_json
 
 log = logging.getLogger("qa_finetune.labeling.journal")
 

@@ -13,8 +13,8 @@ import tensorflow as tf
 # transformers explains at length which head weights are new; qa-finetune reports what matters.
 from transformers.utils import logging as hf_logging
 
-from qa_finetune.compat import set_dtype_policy, tf_qa_head_classes
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.libraries.compat import set_dtype_policy, tf_qa_head_classes
 from qa_finetune.modeling.families import PT_WEIGHTS, QA_HEAD_KEY, TF_WEIGHTS, suggested
 
 hf_logging.set_verbosity_error()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.staged_folders import staged_folder
+from qa_finetune.files.staged_folders import staged_folder
 
 _CHUNK = 1 << 20  # bytes copied at a time: the pieces are ~94 MB each
 

@@ -11,8 +11,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.config.hub_ids import is_hub_id
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.hub_ids import is_hub_id
 from qa_finetune.modeling.families import HUB_PATTERNS, TOKENIZER_FILES, suggested
 from qa_finetune.runs.paths import RunPaths
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.files.staged_folders import staged_folder
 from qa_finetune.modeling.pt_weights import save_pytorch_safetensors
-from qa_finetune.staged_folders import staged_folder
 
 
 def save_model_atomic(

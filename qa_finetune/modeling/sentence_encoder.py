@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.config_sections import DEFAULT_MODEL
+from qa_finetune.config.sections import DEFAULT_MODEL
 from qa_finetune.modeling.families import PT_WEIGHTS
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 from qa_finetune.retrieval.bm25 import RetrievalError

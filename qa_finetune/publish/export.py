@@ -20,10 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.disk_space import is_disk_full
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.extras import require
 from qa_finetune.files import write_json
+from qa_finetune.files.disk_space import is_disk_full
+from qa_finetune.files.staged_folders import staged_folder
+from qa_finetune.libraries.extras import require
 from qa_finetune.modeling import formats
 from qa_finetune.modeling.formats import ExportFormat
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG, qa_settings, read_qa_config
@@ -32,7 +33,6 @@ from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.finished import finished_steps, model_is_last
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 from qa_finetune.runs.paths import RunPaths
-from qa_finetune.staged_folders import staged_folder
 from qa_finetune.training.failures import disk_full_error
 
 CHECKPOINTS = ("latest", "best")

@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import yaml
 
+from qa_finetune.config.hub_ids import MAX_NAME_LENGTH, is_hub_id
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.hub_ids import MAX_NAME_LENGTH, is_hub_id
 from qa_finetune.modeling.families import LOADABLE_WEIGHTS, TOKENIZER_ANCHORS
 from qa_finetune.modeling.formats import SERVING
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from qa_finetune.config import DEFAULT_MODEL
-from qa_finetune.hub_ids import is_hub_id
+from qa_finetune.config.hub_ids import is_hub_id
 from qa_finetune.publish.card_confidence import confidence_lines
 from qa_finetune.publish.card_data import (
     Measurement,

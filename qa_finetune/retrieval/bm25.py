@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.extras import require
+from qa_finetune.libraries.extras import require
 
 
 class RetrievalError(QAFinetuneError):

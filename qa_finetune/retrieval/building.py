@@ -29,12 +29,12 @@ from qa_finetune.documents.reading import (
 from qa_finetune.documents.squad_contexts import squad_contexts
 from qa_finetune.documents.walking import FoundFile, find_documents
 from qa_finetune.files import name_as_text
+from qa_finetune.files.staged_folders import staged_folder
 from qa_finetune.retrieval import index_files, vectors
 from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer, library_version
 from qa_finetune.retrieval.embedding import Encoder
 from qa_finetune.retrieval.embedding_reuse import embed_records, previous_vectors
 from qa_finetune.retrieval.passages import DEFAULT_MAX_WORDS, split_passages
-from qa_finetune.staged_folders import staged_folder
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ class VectorSearch:
 
 def build_graph(vectors: np.ndarray) -> Any:
     """A FAISS HNSW graph over ``vectors`` (inner product)."""
-    from qa_finetune.extras import require
+    from qa_finetune.libraries.extras import require
 
     faiss = require("faiss", "documents", "vector search of large indexes")
     graph = faiss.IndexHNSWFlat(vectors.shape[1], GRAPH_LINKS, faiss.METRIC_INNER_PRODUCT)
@@ -125,7 +125,7 @@ def _unit_rows(vectors: np.ndarray) -> bool:
 
 
 def _read_graph(path: Path, passages: int, damaged: str) -> Any:
-    from qa_finetune.extras import require
+    from qa_finetune.libraries.extras import require
 
     faiss = require("faiss", "documents", "vector search of large indexes")
     try:

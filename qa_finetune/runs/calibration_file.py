@@ -29,7 +29,7 @@ def write_calibration(run_dir: Path, calibration: Calibration) -> Path:
 def read_calibration(run_dir: Path) -> Calibration | None:
     """The run's calibration, or None when it has none; a damaged or missing one (that
     ``metrics.json`` records) is a one-line ``CalibrationError``."""
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     path = RunPaths(Path(run_dir)).calibration
     source = str(path)
@@ -53,7 +53,7 @@ def read_calibration(run_dir: Path) -> Calibration | None:
 
 
 def _recorded(run_dir: Path) -> bool:
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     path = RunPaths(Path(run_dir)).metrics
     try:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config
-from qa_finetune.config_values import FEATURES_DIR
+from qa_finetune.config.values import FEATURES_DIR
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files.staged_folders import refuse_read_only
 from qa_finetune.runs.finished import finished_steps
 from qa_finetune.runs.ownership import is_run_directory
 from qa_finetune.runs.paths import (
@@ -24,7 +25,6 @@ from qa_finetune.runs.paths import (
     TENSORBOARD_DIR,
     RunPaths,
 )
-from qa_finetune.staged_folders import refuse_read_only
 
 
 def run_directory(config: Config) -> Path:

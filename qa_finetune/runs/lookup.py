@@ -26,8 +26,8 @@ def load_run_config(run_dir: Path) -> Config:
 def recorded_config(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The recorded config as plain sections (renamed keys under their current names); empty
     when absent or unreadable (a model card still describes a run an older version wrote)."""
-    from qa_finetune.config_values import ConfigLoader, current_names
-    from qa_finetune.nesting import load_yaml
+    from qa_finetune.config.values import ConfigLoader, current_names
+    from qa_finetune.files.nesting import load_yaml
 
     try:
         text = RunPaths(Path(run_dir)).config.read_text(encoding="utf-8")
@@ -93,7 +93,7 @@ def with_tuned_threshold(run_dir: Path, config: Config) -> Config:
         return dataclasses.replace(config, inference=inference)
     if not config.train.tune_no_answer_threshold:
         return config
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     path = RunPaths(run_dir).metrics
     try:
@@ -128,7 +128,7 @@ def run_rule(run_dir: Path) -> SavedRule | None:
 
 def _recorded_rule(run_dir: Path) -> str | None:
     """The rule kind ``metrics.json`` records, when it records one."""
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     path = RunPaths(run_dir).metrics
     try:

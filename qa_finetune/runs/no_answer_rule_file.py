@@ -45,7 +45,7 @@ def write_rule(run_dir: Path, saved: SavedRule) -> Path:
 
 def read_rule(run_dir: Path) -> SavedRule | None:
     """The run's saved rule, or None when it has none; a damaged file is a one-line error."""
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     path = RunPaths(Path(run_dir)).no_answer_rule
     if not path.is_file():

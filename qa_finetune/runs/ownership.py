@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files.staged_folders import refuse_read_only
 from qa_finetune.runs.paths import PREPARE_REPORT_FILE, RunPaths
-from qa_finetune.staged_folders import refuse_read_only
 
 # Written into every folder `qa-finetune export` makes; holds the format.
 EXPORT_MARKER = ".qa-finetune-export"

@@ -64,7 +64,7 @@ def stop_quietly_on_sigterm() -> Iterator[None]:
 
 def require_serve_extra() -> None:
     """Fail with one line naming the extra when the web stack is not installed."""
-    from qa_finetune.extras import require_all
+    from qa_finetune.libraries.extras import require_all
 
     require_all(("fastapi", "uvicorn", "prometheus_client"), "serve", "serve")
 

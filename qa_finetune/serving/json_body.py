@@ -17,7 +17,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.nesting import parse_json
+from qa_finetune.files.nesting import parse_json
 
 
 class CheckedJSONRequest(Request):

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from qa_finetune.config import Config
-from qa_finetune.config_sources import monitor_names
+from qa_finetune.config.sources import monitor_names
 from qa_finetune.data.loading import split_paths
 from qa_finetune.data.records import DataError
 from qa_finetune.files import check_file

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from qa_finetune.disk_space import is_disk_full
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files.disk_space import is_disk_full
 from qa_finetune.runs import directory as rundir
 
 __all__ = ["disk_full_error", "disk_full_named", "is_disk_full"]

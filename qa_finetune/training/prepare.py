@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from qa_finetune.compat import dataset_fingerprint, has_indices_mapping
 from qa_finetune.config import Config
-from qa_finetune.config_values import FEATURES_DIR
+from qa_finetune.config.values import FEATURES_DIR
 from qa_finetune.data.loading import LoadedData, check_files_exist, load_data
 from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.features.windows import WindowSpec, window_spec
+from qa_finetune.libraries.compat import dataset_fingerprint, has_indices_mapping
 from qa_finetune.modeling.reference import (
     check_qa_head,
     load_tokenizer,

@@ -59,7 +59,7 @@ def check_tf_config(raw: str | None) -> None:
     """The ``TF_CONFIG`` environment value that ``train.strategy=multi_worker`` reads: a
     cluster of ``host:port`` lists and this worker's task in it (TensorFlow fails deep inside
     the strategy, or takes a missing one for a cluster without tasks)."""
-    from qa_finetune.nesting import load_json
+    from qa_finetune.files.nesting import load_json
 
     if not raw or not raw.strip():
         raise QAFinetuneError(f"train.strategy=multi_worker needs TF_CONFIG: {_TF_CONFIG_FIX}")

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.files import write_json
+from qa_finetune.files.staged_folders import staged_folder
 from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.predict import LOGIT_FILL, predict_features
-from qa_finetune.staged_folders import staged_folder
 from qa_finetune.training.teacher import Teacher, teacher_digest
 from qa_finetune.training.tf_data import window_lengths
 

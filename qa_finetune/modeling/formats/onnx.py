@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.extras import require
+from qa_finetune.libraries.extras import require
 from qa_finetune.modeling.cpu_threads import threads_per_pass
 from qa_finetune.modeling.formats.base import OUTPUT_NAMES, ExportFormat, input_names
 
@@ -73,7 +73,7 @@ def convert(forward: Any, signature: list[Any], target: Path) -> Path:
     """Convert a ``tf.function`` over named [None, None] integer inputs to ``target``."""
     onnx = require("onnx", "onnx", "--format onnx")
     tf2onnx = require("tf2onnx", "onnx", "--format onnx")
-    from qa_finetune.compat import tf2onnx_passes_free_their_copies
+    from qa_finetune.libraries.compat import tf2onnx_passes_free_their_copies
 
     try:
         with tf2onnx_passes_free_their_copies():

@@ -1,7 +1,7 @@
 """The training methods by name (``train.method``): one module each, one line here.
 
 A method is a ``TrainingMethod`` subclass (``methods/base.py``) in a module of its own that
-names it ``METHOD``; ``config_methods.TRAINING_METHODS`` lists the same names for the config's
+names it ``METHOD``; ``config.methods.TRAINING_METHODS`` lists the same names for the config's
 checks (a test keeps the two equal).
 """
 

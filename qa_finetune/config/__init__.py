@@ -15,16 +15,16 @@ from typing import Any
 
 import yaml
 
-from qa_finetune.config_parent import ParentConfig
-from qa_finetune.config_sections import (
+from qa_finetune.config.inference import InferenceConfig
+from qa_finetune.config.parent import ParentConfig
+from qa_finetune.config.sections import (
     DEFAULT_MODEL,
     DataConfig,
-    InferenceConfig,
     ModelConfig,
     PreprocessConfig,
     TrainConfig,
 )
-from qa_finetune.config_values import (
+from qa_finetune.config.values import (
     ConfigError,
     as_written,
     coerce_value,
@@ -33,7 +33,7 @@ from qa_finetune.config_values import (
     read_yaml,
     set_options,
 )
-from qa_finetune.config_values import parse_set_option as parse_set_option  # re-exported
+from qa_finetune.config.values import parse_set_option as parse_set_option  # re-exported
 
 # The sections are importable from here, where every caller has always found them.
 __all__ = [

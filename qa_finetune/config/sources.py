@@ -1,12 +1,12 @@
 """Checks of the data a run reads besides its own examples' answers: replay files, monitor
-files and question-level negatives (``config_sections`` calls them from its sections)."""
+files and question-level negatives (``config.sections`` calls them from its sections)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import PurePath
 
-from qa_finetune.config_values import Checks
+from qa_finetune.config.values import Checks
 
 
 def replay_checks(files: str | None, fraction: float) -> Checks:

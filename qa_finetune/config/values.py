@@ -157,7 +157,7 @@ def coerce_value(value: Any, annotation: Any, key: str) -> Any:
 def read_yaml(path: Path) -> Mapping[str, Any]:
     """The nested values of a YAML config file, with one-line errors."""
     from qa_finetune.files import read_text
-    from qa_finetune.nesting import load_yaml
+    from qa_finetune.files.nesting import load_yaml
 
     text = read_text(path, "config file", "--config", ConfigError)
     try:
@@ -217,7 +217,7 @@ def merge_sections(into: dict[str, Any], values: Mapping[str, Any]) -> None:
 
 def parse_set_option(assignment: str) -> dict[str, dict[str, Any]]:
     """Turn ``section.key=value`` into a nested dict; the value is parsed as YAML."""
-    from qa_finetune.nesting import load_yaml
+    from qa_finetune.files.nesting import load_yaml
 
     name, sep, raw = assignment.partition("=")
     section, dot, key = name.strip().partition(".")

@@ -1,6 +1,6 @@
 """The training methods a run may choose (``train.method``), the checks of their settings and
 of the options that change how any method learns: layer-wise rate decay and a moving average
-of the weights (``config_sections.TrainConfig`` calls them).
+of the weights (``config.sections.TrainConfig`` calls them).
 
 The names are the registry's (``training/methods``), listed here because the config imports no
 training code; a test checks that the two agree.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from qa_finetune.config_values import Checks, choice
+from qa_finetune.config.values import Checks, choice
 
 TRAINING_METHODS = ("standard", "distill")
 
