@@ -1,4 +1,4 @@
-"""The reading half of ``bench/fusion_choice.py --read K``: each question's K best hybrid
+"""The reading half of ``bench/studies/fusion_choice.py --read K``: each question's K best hybrid
 passages read once, then F1 by passages read and by the retrieval weight of the choice
 across passages (margin + w x fused score), and the two-step lead (the best passage first,
 the others when its lead is under a cut-off), as ``bench/open_choice.py`` measures for BM25.

@@ -3,7 +3,7 @@ recall@1/5/20 of the gold paragraph for BM25, dense, BM25 + w x cosine for sever
 reciprocal-rank fusion; then, with ``--read``, open F1 of the chosen fusion by passages read
 and retrieval weight in the choice across passages, and the two-step lead.
 
-    python bench/fusion_choice.py --model ../shared/models/minilm-31k \\
+    python bench/studies/fusion_choice.py --model ../shared/models/minilm-31k \\
         --data outputs/general-heldout.jsonl --questions 600 --read 5
 
 Each question is searched among all the file's contexts (as `evaluate --open` does).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from qa_finetune.evaluation import evaluate as plain
@@ -89,7 +89,7 @@ def main() -> None:
     Path("outputs").mkdir(exist_ok=True)
     Path("outputs/fusion_choice.json").write_text(json.dumps(figures, indent=1), "utf-8")
     if args.read:
-        from bench.fusion_reading import print_reading
+        from bench.studies.fusion_reading import print_reading
 
         print_reading(args, questions, index, passages, encoder)
 

@@ -1,7 +1,8 @@
 """The sentence encoder's forward pass, TensorFlow against ONNX Runtime: passages embedded
 per second (batches of 32 real SQuAD paragraphs) and one question's latency.
 
-    python bench/encoder_backends.py --data ../shared/data/squad-v1.1-dev.json --passages 256
+    python bench/studies/encoder_backends.py \
+        --data ../shared/data/squad-v1.1-dev.json --passages 256
 
 The ONNX graph is the same TF function converted with tf2onnx (opset 17) into a temporary
 folder; both give the last hidden states and pool them the same way, so the vectors are
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from qa_finetune.modeling.sentence_encoder import SentenceEncoder

@@ -2,8 +2,8 @@
 matrix product and argpartition) against FAISS (exact inner product, and HNSW) and usearch
 (HNSW): recall@10 against the exact top 10, latency of one question, build time and memory.
 
-    python bench/vector_search.py --size 50000
-    python bench/vector_search.py --size 500000 --skip faiss-flat
+    python bench/studies/vector_search.py --size 50000
+    python bench/studies/vector_search.py --size 500000 --skip faiss-flat
 
 The vectors are random unit vectors of dimension 384 (all-MiniLM-L6-v2's), seeded; each
 question is a stored vector plus noise of the same size, so it has near neighbours as a real
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 

