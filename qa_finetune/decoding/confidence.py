@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.decoding.no_answer_rule import finite_numbers
 from qa_finetune.decoding.no_answer_signals import SIGNALS
 from qa_finetune.errors import QAFinetuneError
 
@@ -198,13 +199,10 @@ def _provenance(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _numbers(value: Any, length: int, key: str, source: str) -> tuple[float, ...]:
-    ok = isinstance(value, list) and len(value) == length
-    ok = ok and all(
-        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value
-    )
-    if not ok:
+    numbers = finite_numbers(value, length)
+    if numbers is None:
         raise damaged(source, f"{key!r} must be {length} finite number(s)")
-    return tuple(float(v) for v in value)
+    return numbers
 
 
 def damaged(source: str, why: str) -> CalibrationError:

@@ -100,14 +100,21 @@ class NoAnswerRule:
         return cls(kind, tuple(names), numbers["mean"], numbers["scale"], numbers["weights"], bias)
 
 
-def _numbers(value: Any, length: int, key: str, source: str) -> tuple[float, ...]:
+def finite_numbers(value: Any, length: int) -> tuple[float, ...] | None:
+    """``value`` as ``length`` finite floats, or None when a saved file holds anything else
+    (a bool is no number here, though Python counts it as one)."""
     ok = isinstance(value, list) and len(value) == length
     ok = ok and all(
         isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value
     )
-    if not ok:
+    return tuple(float(v) for v in value) if ok else None
+
+
+def _numbers(value: Any, length: int, key: str, source: str) -> tuple[float, ...]:
+    numbers = finite_numbers(value, length)
+    if numbers is None:
         raise _damaged(source, f"{key!r} must be {length} finite number(s)")
-    return tuple(float(v) for v in value)
+    return numbers
 
 
 def _damaged(source: str, why: str) -> NoAnswerRuleError:
