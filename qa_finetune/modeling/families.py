@@ -7,7 +7,12 @@ no imports: ``train`` reads the shape keys for its memory estimate before Tensor
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qa_finetune.errors import QAFinetuneError
 
 # Weights a model folder may hold: transformers' TF file, safetensors (PyTorch names, as
 # qa-finetune writes them beside the TF file), and PyTorch's older pickle.
@@ -91,3 +96,23 @@ def suggested(families: tuple[Family, ...] = FAMILIES) -> str:
 def family_of(model_type: str | None) -> Family | None:
     """The family whose config ``model_type`` is ``model_type``; None for another one."""
     return next((family for family in FAMILIES if model_type in family.model_types), None)
+
+
+def layered_model(model_dir: Path) -> tuple[dict[str, Any], str | None, Family | None]:
+    """The ``config.json`` of the model in ``model_dir``, its model type, and its family when
+    that family's encoder layers are separate weights (None otherwise: ALBERT shares one
+    layer's weights, an unknown family has none known); an unreadable file is one line."""
+    try:
+        values = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise QAFinetuneError(f"{model_dir}/config.json is unreadable: {exc}") from None
+    if not isinstance(values, dict):
+        return {}, None, None
+    model_type = values.get("model_type")
+    family = family_of(model_type)
+    return values, model_type, family if family is not None and family.layer_subsets else None
+
+
+def layered_family_names() -> str:
+    """The families whose encoder layers can be chosen or told apart, for error lines."""
+    return ", ".join(f.name for f in FAMILIES if f.layer_subsets)

@@ -11,14 +11,13 @@ and MiniLM, RoBERTa, DistilBERT's ``transformer.layer``, ELECTRA, XLNet).
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.modeling.families import FAMILIES, LAYER_PART, family_of
+from qa_finetune.modeling.families import LAYER_PART, layered_family_names, layered_model
 from qa_finetune.modeling.loading import float32_head
 
 # One encoder layer's part of a weight name, with its index.
@@ -28,17 +27,12 @@ _LAYER = re.compile(LAYER_PART)
 def teacher_layers(model_dir: Path) -> int:
     """How many encoder layers the model in ``model_dir`` has, from its ``config.json``; a
     family without layers to choose is refused."""
-    try:
-        values = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise QAFinetuneError(f"{model_dir}/config.json is unreadable: {exc}") from None
-    model_type = values.get("model_type") if isinstance(values, dict) else None
-    family = family_of(model_type)
-    if family is None or not family.layer_subsets:
-        able = ", ".join(f.name for f in FAMILIES if f.layer_subsets)
+    values, model_type, family = layered_model(model_dir)
+    if family is None:
         raise QAFinetuneError(
             f"train.student_layers: a {model_type} teacher has no encoder layers to choose "
-            f"from; use a teacher of another family ({able}), or drop train.student_layers"
+            f"from; use a teacher of another family ({layered_family_names()}), or drop "
+            "train.student_layers"
         )
     count = values.get(family.shape_keys[0])
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:

@@ -15,7 +15,6 @@ encoder layer ``.../layer_._N/...`` are supported (``families.Family.layer_subse
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,7 +23,12 @@ from typing import Any
 from transformers import AdamWeightDecay
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.modeling.families import FAMILIES, LAYER_PART, QA_HEAD_KEY, family_of
+from qa_finetune.modeling.families import (
+    LAYER_PART,
+    QA_HEAD_KEY,
+    layered_family_names,
+    layered_model,
+)
 
 _LAYER = re.compile(LAYER_PART)
 # What a distributed copy adds to a variable's name (``.../kernel/replica_1:0``).
@@ -42,18 +46,12 @@ def check_layer_decay(decay: float, model_dir: Path) -> None:
     apart by name (ALBERT shares one layer's weights; an unknown family)."""
     if decay == 1.0:
         return
-    try:
-        values = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise QAFinetuneError(f"{model_dir}/config.json is unreadable: {exc}") from None
-    model_type = values.get("model_type") if isinstance(values, dict) else None
-    family = family_of(model_type)
-    if family is None or not family.layer_subsets:
-        able = ", ".join(f.name for f in FAMILIES if f.layer_subsets)
+    _, model_type, family = layered_model(model_dir)
+    if family is None:
         raise QAFinetuneError(
             "train.layer_lr_decay needs a model whose encoder layers are separate weights, "
             f"and model type {model_type!r} has none to tell apart: use a model of another family "
-            f"({able}), or set train.layer_lr_decay=1"
+            f"({layered_family_names()}), or set train.layer_lr_decay=1"
         )
 
 
