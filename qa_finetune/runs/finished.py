@@ -20,7 +20,8 @@ def prune_checkpoints(run_dir: Path) -> int:
     freed. Resuming needs it only until the run finishes; after that it is three times the
     model's size (weights and the optimizer's two moments) kept for nothing."""
     folder = RunPaths(run_dir).checkpoints
-    if not folder.is_dir():
+    # Only the real folder training made: a link there leads to a folder of the user's.
+    if folder.is_symlink() or not folder.is_dir():
         return 0
     freed = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     shutil.rmtree(folder)
