@@ -162,16 +162,24 @@ def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     write_text_atomic(RunPaths(run_dir).history, text.getvalue())
 
 
-def _save_rule_and_calibration(run_dir: Path, kept: dict[str, Any]) -> dict[str, Any]:
-    """Save the no-answer rule and confidence calibration the kept scores chose (ask, evaluate,
-    serve and export answer with them: runs.lookup.run_config); their metrics entries."""
+def _save_rule_and_calibration(
+    run_dir: Path,
+    kept: dict[str, Any],
+    chosen_on: str = "the run's validation data",
+    calibrate: bool = True,
+) -> dict[str, Any]:
+    """Save the no-answer rule and (``calibrate``) the confidence calibration the kept scores
+    chose (ask, evaluate, serve and export answer with them: runs.lookup.run_config); their
+    metrics entries."""
     choice = kept["no_answer_rule_choice"]
-    saved = save_rule_choice(run_dir, choice, "the run's validation data")
+    saved = save_rule_choice(run_dir, choice, chosen_on)
+    fitted = kept.get("calibration_choice") or {}
+    calibration = save_calibration(run_dir, fitted) if calibrate else {}
     metrics = {
         "no_answer_rule": saved.rule.kind,
         "no_answer_threshold": saved.threshold,
         "no_answer_threshold_f1": choice["compared"][saved.rule.kind]["f1"],
-        **save_calibration(run_dir, kept.get("calibration_choice") or {}),
+        **calibration,
         "no_answer_rule_warnings": choice.get("warnings", []),
     }
     for warning in metrics["no_answer_rule_warnings"]:
@@ -220,8 +228,15 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
-    if config.train.tune_no_answer_threshold and kept.get("no_answer_rule_choice"):
-        metrics.update(_save_rule_and_calibration(run_dir, kept))
+    calibrate = config.train.calibrate
+    if calibrate == "on":
+        # One more reading of the validation data, with negatives (training/end_calibration).
+        from qa_finetune.training.end_calibration import calibrate_at_end
+
+        scores = calibrate_at_end(run_dir, config, prepared)
+        metrics.update(_save_rule_and_calibration(run_dir, scores, scores["chosen_on"]))
+    elif config.train.tune_no_answer_threshold and kept.get("no_answer_rule_choice"):
+        metrics.update(_save_rule_and_calibration(run_dir, kept, calibrate=calibrate == "auto"))
     metrics.update(method_record or {})  # e.g. a distilled run's method, teacher and layers
     parent = config.parent.recorded()
     if parent is not None:
