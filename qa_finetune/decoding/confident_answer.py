@@ -34,9 +34,7 @@ def with_confidence(
     if not ranked:
         return []
     first = ranked[0]
-    no_answer = not first["answer"]
-    row = answer_features(signals, first["answer"], no_answer)
-    confidence = float(calibration.confidence([row], [first["score"]])[0])
+    confidence = answer_confidence(calibration, first["answer"], first["score"], signals)
     others = [
         {**answer, "confidence": runner_up_confidence(confidence, first["score"], answer["score"])}
         for answer in ranked[1:]
@@ -69,3 +67,26 @@ def sure_or_not(
         "not_sure": True,
         "best_candidate": candidate,
     }
+
+
+def is_sure(
+    calibration: Calibration | None,
+    min_confidence: float | None,
+    answer: str,
+    score: float,
+    signals: Mapping[str, float] | None,
+) -> bool:
+    """Whether ``answer`` (its reader ``score`` and question's ``signals``) reaches
+    ``min_confidence``; True without a calibration or a minimum."""
+    if calibration is None or min_confidence is None:
+        return True
+    return answer_confidence(calibration, answer, score, signals) >= min_confidence
+
+
+def answer_confidence(
+    calibration: Calibration, answer: str, score: float, signals: Mapping[str, float] | None
+) -> float:
+    """The confidence of the answer given (``""``: "no answer") from its reader ``score`` and
+    its question's no-answer ``signals``."""
+    row = answer_features(signals, answer, not answer)
+    return float(calibration.confidence([row], [score])[0])
