@@ -1,6 +1,6 @@
 """Cut a held-out JSON Lines file (``bench/studies/heldout_split.py``) into two seeded halves by
-question, a question and its question-level negative ("<id>#negative") always in the same half,
-and keep only a seeded share of each half's negatives: for fitting a calibration on one half
+question, a question and its negatives ("<id>#negative", "<id>#swap") always in the same half,
+and keep only a seeded share of each half's question-level negatives (swaps are all kept): for fitting a calibration on one half
 with a chosen share of unanswerable questions and judging it on the other.
 
     python bench/heldout_halves.py outputs/general-heldout-all-negatives.jsonl \\
@@ -18,6 +18,11 @@ from pathlib import Path
 from qa_finetune.data.question_negatives import SUFFIX
 
 
+def base(question_id: str) -> str:
+    """The id of the question a negative was made from (its own id for an original)."""
+    return question_id.split("#")[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", type=Path)
@@ -26,11 +31,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines()]
-    bases = sorted({row["id"].split(SUFFIX)[0] for row in rows})
+    bases = sorted({base(row["id"]) for row in rows})
     first = set(random.Random(args.seed).sample(bases, len(bases) // 2))
     for share in args.keep_negatives:
         for half, name in ((True, "a"), (False, "b")):
-            part = [r for r in rows if (r["id"].split(SUFFIX)[0] in first) == half]
+            part = [r for r in rows if (base(r["id"]) in first) == half]
             negatives = sorted(r["id"] for r in part if SUFFIX in r["id"])
             count = round(share * len(negatives))
             kept = set(random.Random(args.seed + 1).sample(negatives, count))
