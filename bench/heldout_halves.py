@@ -1,7 +1,8 @@
 """Cut a held-out JSON Lines file (``bench/studies/heldout_split.py``) into two seeded halves by
 question, a question and its negatives ("<id>#negative", "<id>#swap") always in the same half,
-and keep only a seeded share of each half's question-level negatives (swaps are all kept): for fitting a calibration on one half
-with a chosen share of unanswerable questions and judging it on the other.
+and keep only a seeded share of each half's question-level negatives (swaps are all kept): for
+fitting a calibration on one half with a chosen share of unanswerable questions and judging it
+on the other.
 
     python bench/heldout_halves.py outputs/general-heldout-all-negatives.jsonl \\
         outputs/general-half --keep-negatives 0.3 --keep-negatives 1.0

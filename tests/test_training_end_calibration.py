@@ -127,6 +127,22 @@ def test_calibrate_on_without_validation_data_is_one_line(
     assert not output.exists()
 
 
+def test_no_negatives_and_no_unanswerable_question_fail_before_training(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "outputs"
+    config = tiny_run_config(tiny_model_dir, output, max_steps=1, calibrate="on").to_dict()
+    config["train"]["calibration_negatives"] = 0.0
+    code, lines = _train(tmp_path, config)
+    assert code != 0
+    assert lines[-1] == (
+        f"error: {VALIDATION}: none of its 8 questions is without an answer, so with "
+        "train.calibration_negatives=0 no calibration can learn when 'no answer' is right: "
+        "set train.calibration_negatives (e.g. 0.3) to add some"
+    )
+    assert not (output / "tiny").exists()
+
+
 def test_negatives_without_a_second_paragraph_fail_before_training(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -123,10 +123,17 @@ def check_prepared(config: Config, prepared: PreparedData) -> None:
             "train.calibrate=on fits the confidence on validation data, and the run has none: "
             "set data.validation_file or data.validation_fraction, or set train.calibrate to auto"
         )
+    from qa_finetune.training.end_calibration import KEY, validation_source
+
     if train.calibration_negatives > 0:
         from qa_finetune.data.question_negatives import no_documents_error, question_negatives
-        from qa_finetune.training.end_calibration import KEY, validation_source
 
         _, report = question_negatives(examples, train.calibration_negatives, train.seed)
         if not report.eligible:
             raise no_documents_error(validation_source(prepared), KEY)
+    elif all(answers["text"] for answers in examples["answers"]):
+        raise QAFinetuneError(
+            f"{validation_source(prepared)}: none of its {len(examples)} questions is without "
+            f"an answer, so with {KEY}=0 no calibration can learn when 'no answer' is right: "
+            f"set {KEY} (e.g. 0.3) to add some"
+        )
