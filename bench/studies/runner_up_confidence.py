@@ -10,8 +10,8 @@ right by exact match (or "no answer" on a question without one). With ``--calibr
 run's ``calibration.json``) the alternative is judged too: the calibrator applied to each
 candidate's own features and share, as if it were the answer given.
 
-    python bench/studies/runner_up_confidence.py outputs/eval-subjqa-run outputs/subjqa-dev-800.json \
-        --calibration outputs/subjqa-150-cal/calibration.json
+    python bench/studies/runner_up_confidence.py outputs/eval-subjqa-run \
+        outputs/subjqa-dev-800.json --calibration outputs/subjqa-150-cal/calibration.json
 """
 
 from __future__ import annotations
