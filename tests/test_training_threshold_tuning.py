@@ -57,7 +57,8 @@ def test_the_run_calibrates_its_confidence_on_its_held_out_part(tuned_run: Path)
     metrics = json.loads((tuned_run / "metrics.json").read_text(encoding="utf-8"))
     calibration = read_calibration(tuned_run)
     assert calibration is not None and metrics["calibration_method"] == calibration.method
-    assert calibration.fitted_on["data"] == "the validation data"
+    # Its provenance names the held-out file.
+    assert calibration.fitted_on["data"] == str(DATA)
     assert calibration.fitted_on["questions"] == 58
     # 58 held-out questions, 23 without an answer: both too few, and said so.
     assert len(metrics["no_answer_rule_warnings"]) == 2 and len(calibration.warnings) == 2

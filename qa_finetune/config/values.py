@@ -250,7 +250,7 @@ def set_options(assignments: list[str]) -> dict[str, dict[str, Any]]:
 
 
 # Keys whose documented values on/off YAML 1.1 reads as booleans.
-_ON_OFF_KEYS = ("train.mixed_precision",)
+_ON_OFF_KEYS = ("train.mixed_precision", "train.calibrate")
 # Keys that hold local paths (data files may be joined with commas): "~" is the home folder,
 # as in a shell, rather than a folder named "~".
 _PATH_KEYS = ("model.name_or_path", "data.train_file", "data.validation_file", "train.output_dir")

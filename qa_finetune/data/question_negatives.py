@@ -22,6 +22,8 @@ import numpy as np
 from qa_finetune.data.records import DataError
 
 SUFFIX = "#negative"
+# The setting that asks for negatives, named in the error when none can be made.
+KEY = "data.question_negatives"
 # The draws come from a stream of their own, apart from the other seeded choices of a run.
 _STREAM = 7
 
@@ -116,11 +118,34 @@ def question_columns(examples: Any) -> dict[str, list[Any]]:
     }
 
 
-def no_documents_error(source: str) -> DataError:
+def with_question_negatives(
+    records: list[dict[str, Any]], fraction: float, seed: int, source: str, key: str = KEY
+) -> tuple[list[dict[str, Any]], str, NegativesReport]:
+    """Held-out ``records`` (validated) followed by their negatives (``fraction`` of the
+    answerable ones), ``source`` naming how many were added, and the report: what ``evaluate
+    --question-negatives``, ``calibrate`` and training's end-of-run calibration score on. No
+    document with a second paragraph is the one-line error of ``key`` (the option asking)."""
+    negatives, report = question_negatives(records, fraction, seed)
+    added = list(negatives)
+    if not report.eligible:
+        raise no_documents_error(source, key)
+    return [*records, *added], f"{source} (+{report.made} question-level negatives)", report
+
+
+def negatives_record(report: NegativesReport, fraction: float) -> dict[str, Any]:
+    """What a calibration's provenance says of the negatives it was fitted with."""
+    return {
+        "fraction": fraction,
+        "eligible": report.eligible,
+        "chosen": report.chosen,
+        "made": report.made,
+    }
+
+
+def no_documents_error(source: str, key: str = KEY) -> DataError:
     """The one-line error for negatives asked of data whose documents have one paragraph."""
     return DataError(
-        f"{source}: data.question_negatives pairs a question with another paragraph of its own "
+        f"{source}: {key} pairs a question with another paragraph of its own "
         "document, but no document (title) here has an answerable question and a second "
-        "paragraph: give each document's paragraphs one title, or set data.question_negatives "
-        "to 0"
+        f"paragraph: give each document's paragraphs one title, or set {key} to 0"
     )

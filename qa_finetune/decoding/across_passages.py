@@ -124,3 +124,11 @@ def choose_across_passages(
     # Equal scores: the earlier (better retrieved) passage first, so the choice is stable.
     order = sorted(range(len(taking_part)), key=lambda i: (-scores[i], taking_part[i].passage))
     return [(taking_part[i], float(probabilities[i])) for i in order]
+
+
+def passage_share(score: float, spans: Sequence[float], null: float) -> float:
+    """The share of the span scoring ``score`` among its passage's candidates ``spans`` and
+    its "no answer" ``null`` (as a calibration fitted on held-out questions with and without
+    answers saw it): what an answer from that passage gets its confidence from."""
+    values = np.array([*spans, null], dtype=np.float64)
+    return float(np.exp(score - values.max()) / np.exp(values - values.max()).sum())

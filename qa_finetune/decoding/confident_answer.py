@@ -1,8 +1,17 @@
 """An answer with its confidence, and "not sure" below a minimum (``--min-confidence``).
 
-The confidence belongs to the answer given (the first of a ranked list); the others keep only
-their ``score``. Below the minimum the answer becomes "not sure": no text and no offsets, so a
-caller reading ``answer`` never takes it for a finding, ``not_sure`` set (apart from "no
+The calibration is fitted on the answer given (the first of a ranked list), and gives it its
+confidence. The other candidates (``--top-k``) share what is left, ``1 - confidence``, as the
+reader's scores share the rest of the candidates: candidate k gets ``(1 - c1) * s_k / (1 -
+s_1)``, and never more than ``c1 * s_k / s_1`` (the first answer's confidence scaled by the
+reader's own ratio), so the list keeps the reader's order and its confidences add up to at
+most 1. That treats the candidates as exclusive, and they are not (a shorter or longer span can
+match another gold answer too): measured, candidates 2-3 were right more often than they said
+(BENCHMARKS.md section 18, 0.04 said against 0.07 right on reviews, 0.07 against 0.27 on
+general questions).
+
+Only the first answer is ever "not sure": below the minimum it has no text and no offsets, so
+a caller reading ``answer`` never takes it for a finding, ``not_sure`` set (apart from "no
 answer", which is an empty answer without it), and the answer the reader would have given kept
 under ``best_candidate`` for whoever asks for it.
 """
@@ -14,6 +23,9 @@ from typing import Any
 
 from qa_finetune.decoding.confidence import Calibration, answer_features
 
+# Guards the share of the rest when the first answer holds (almost) all of the reader's score.
+_TINY = 1e-12
+
 
 def with_confidence(
     ranked: Sequence[dict[str, Any]],
@@ -21,14 +33,25 @@ def with_confidence(
     calibration: Calibration,
     min_confidence: float | None = None,
 ) -> list[dict[str, Any]]:
-    """``ranked`` with the first answer's ``confidence`` (and "not sure" below the minimum)."""
+    """``ranked`` with every answer's ``confidence`` (the first "not sure" below the minimum)."""
     if not ranked:
         return []
     first = ranked[0]
-    no_answer = not first["answer"]
-    row = answer_features(signals, first["answer"], no_answer)
-    confidence = float(calibration.confidence([row], [first["score"]])[0])
-    return [sure_or_not(first, confidence, min_confidence), *ranked[1:]]
+    confidence = answer_confidence(calibration, first["answer"], first["score"], signals)
+    others = [
+        {**answer, "confidence": runner_up_confidence(confidence, first["score"], answer["score"])}
+        for answer in ranked[1:]
+    ]
+    return [sure_or_not(first, confidence, min_confidence), *others]
+
+
+def runner_up_confidence(first: float, first_score: float, score: float) -> float:
+    """A later candidate's confidence: its share, by the reader's scores, of what the first
+    answer's confidence ``first`` leaves, capped at ``first`` scaled by the scores' ratio."""
+    if score <= 0 or first_score <= 0:
+        return 0.0
+    left = (1.0 - first) * score / max(1.0 - first_score, _TINY)
+    return float(min(left, first * score / first_score, 1.0))
 
 
 def sure_or_not(
@@ -47,3 +70,26 @@ def sure_or_not(
         "not_sure": True,
         "best_candidate": candidate,
     }
+
+
+def is_sure(
+    calibration: Calibration | None,
+    min_confidence: float | None,
+    answer: str,
+    score: float,
+    signals: Mapping[str, float] | None,
+) -> bool:
+    """Whether ``answer`` (its reader ``score`` and question's ``signals``) reaches
+    ``min_confidence``; True without a calibration or a minimum."""
+    if calibration is None or min_confidence is None:
+        return True
+    return answer_confidence(calibration, answer, score, signals) >= min_confidence
+
+
+def answer_confidence(
+    calibration: Calibration, answer: str, score: float, signals: Mapping[str, float] | None
+) -> float:
+    """The confidence of the answer given (``""``: "no answer") from its reader ``score`` and
+    its question's no-answer ``signals``."""
+    row = answer_features(signals, answer, not answer)
+    return float(calibration.confidence([row], [score])[0])

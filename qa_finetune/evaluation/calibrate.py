@@ -13,6 +13,7 @@ shared or read-only run stays as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -86,6 +87,9 @@ def calibrate(
     chosen_on = f"{metrics['data']} ({metrics['total']} questions)"
     saved = SavedRule(rule, float(choice["threshold"]), chosen_on, choice["compared"])
     calibration = fitted_calibration(metrics)
+    if "question_negatives" in metrics:  # the provenance says they were built, and how many
+        fitted_on = {**calibration.fitted_on, "question_negatives": metrics["question_negatives"]}
+        calibration = dataclasses.replace(calibration, fitted_on=fitted_on)
     warnings = [*choice.get("warnings", []), *calibration.warnings]
     if output is None:
         _save(target, saved, calibration, choice.get("warnings", []))

@@ -52,6 +52,8 @@ class EvalExamples:
     records: list[dict[str, Any]]
     source: str
     report: SplitReport
+    # The question-level negatives added (``negatives_record``), or None.
+    negatives: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,16 +94,13 @@ def load_examples(
             f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
             "check the file, or pass --allow-no-answer for data without answers"
         )
+    negatives = None
     if question_negatives > 0:
-        from qa_finetune.data.question_negatives import no_documents_error
-        from qa_finetune.data.question_negatives import question_negatives as negatives_of
+        from qa_finetune.data.question_negatives import negatives_record, with_question_negatives
 
-        negatives, made = negatives_of(kept, question_negatives, seed)
-        kept = kept + list(negatives)
-        if not made.eligible:
-            raise no_documents_error(source)
-        source = f"{source} (+{made.made} question-level negatives)"
-    return EvalExamples(kept, source, report)
+        kept, source, made = with_question_negatives(kept, question_negatives, seed, source)
+        negatives = negatives_record(made, question_negatives)
+    return EvalExamples(kept, source, report, negatives)
 
 
 def check_report_dir(report_dir: Path, inputs: list[Path] | None = None) -> None:
@@ -199,6 +198,7 @@ def evaluate_model(
         **_answering_settings(loaded, quantized, passes),
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
+        **({"question_negatives": examples.negatives} if examples.negatives else {}),
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 

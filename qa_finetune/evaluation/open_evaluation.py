@@ -20,8 +20,10 @@ from qa_finetune.decoding.across_passages import (
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
+    passage_share,
     reads_more,
 )
+from qa_finetune.decoding.confident_answer import is_sure
 from qa_finetune.modeling.predict import predict_features
 from qa_finetune.modeling.scoring import feature_offsets, references, score
 from qa_finetune.retrieval.passage_index import PassageIndex
@@ -76,9 +78,12 @@ def read_passages(
     top_passages: int,
     use_rule: bool,
     confident_margin: float | None = CONFIDENT_MARGIN,
+    not_sure: set[str] | None = None,
 ) -> dict[str, str]:
     """The end-to-end answer of each question from up to ``top_passages`` passages, read as
-    ``ask --index`` reads them: the best first, the others when it is not confident."""
+    ``ask --index`` reads them: the best first, the others when it is not confident. With the
+    model's ``min_confidence``, an answer below it is "not sure": answered "" (abstaining), its
+    question's id added to ``not_sure``."""
     threshold = loaded.settings.no_answer_threshold
     if confident_margin is None:
         readings = _readings(loaded, questions, [h[:top_passages] for h in found], 0)
@@ -104,6 +109,12 @@ def read_passages(
     for question_id, question_readings in readings.items():
         chosen = choose_across_passages(question_readings, threshold, use_rule)
         answers[question_id] = chosen[0][0].text if chosen else ""
+        best = chosen[0][0] if chosen else None
+        settings = (loaded.calibration, loaded.settings.min_confidence)
+        if best and not is_sure(*settings, best.text, best.passage_score, best.signals):
+            answers[question_id] = ""
+            if not_sure is not None:
+                not_sure.add(question_id)
     return answers
 
 
@@ -135,6 +146,7 @@ def _readings(
         if not nbest:
             continue
         best = nbest[0]
+        null = best["score"] + predictions.null_score_diff[pair_id]  # the passage's null
         readings[question_id].append(
             PassageReading(
                 int(place),
@@ -143,8 +155,10 @@ def _readings(
                 best["end"],
                 best["score"],
                 predictions.no_answer_score.get(pair_id, float("inf")),
-                best["score"] + predictions.null_score_diff[pair_id],  # the passage's null
+                null,
                 retrieval[question_id][int(place) - first_place],
+                predictions.signals.get(pair_id),
+                passage_share(best["score"], [c["score"] for c in nbest], null),
             )
         )
     return readings
@@ -192,10 +206,15 @@ def open_scores(
     depth = max(max(RECALL_AT), top_passages)
     recall, found = retrieval_recall(index, questions, numbers, depth)
     searched = time.perf_counter()
-    answers = read_passages(loaded, questions, found, top_passages, allow_no_answer)
+    not_sure: set[str] = set()
+    answers = read_passages(
+        loaded, questions, found, top_passages, allow_no_answer, not_sure=not_sure
+    )
     done = time.perf_counter()
     scores = score(answers, references(questions), allow_no_answer)
+    sure = {} if loaded.settings.min_confidence is None else {"open_not_sure": len(not_sure)}
     return {
+        **sure,
         "passages": len(index),
         "top_passages": top_passages,
         **recall,
@@ -249,6 +268,7 @@ def evaluate_open(
     )
     report_dir = Path(report_dir or plain._default_report_dir(run_dir_of(loaded.model_dir)))
     plain.check_report_dir(report_dir, [Path(data)])
+    plain.report_confidence(loaded, predictions, questions, allow_no_answer, report_dir, result)
     write_predictions(report_dir, predictions, allow_no_answer)
     write_json(report_dir / "open_predictions.json", open_answers)
     gold_f1 = result["f1"]
@@ -266,26 +286,3 @@ def evaluate_open(
     }
     examples = plain.EvalExamples(questions, everything.source, everything.report)
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
-
-
-def open_table(metrics: dict[str, Any]) -> str:
-    """The open evaluation beside the gold-paragraph one, as a small table."""
-    rows = [
-        (
-            "retrieval recall@1 / @5 / @20",
-            " / ".join(f"{metrics[f'recall@{k}']:.2f}" for k in RECALL_AT),
-        ),
-        ("gold paragraph: EM / F1", f"{metrics['exact_match']:.2f} / {metrics['f1']:.2f}"),
-        (
-            f"open, top {metrics['top_passages']} of {metrics['passages']} passages: EM / F1",
-            f"{metrics['open_exact_match']:.2f} / {metrics['open_f1']:.2f}",
-        ),
-        ("open F1 as % of gold F1", f"{metrics['open_f1_of_gold']}"),
-    ]
-    if len(metrics.get("retrievers", {})) > 1:
-        from qa_finetune.evaluation.open_retrievers import retriever_rows
-
-        rows[0] = (f"{metrics['retriever']}: " + rows[0][0], rows[0][1])
-        rows += retriever_rows(metrics)
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

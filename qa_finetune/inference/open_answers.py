@@ -24,6 +24,7 @@ from qa_finetune.decoding.across_passages import (
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
+    passage_share,
     reads_more,
 )
 from qa_finetune.decoding.confident_answer import with_confidence
@@ -139,7 +140,7 @@ def readings_from_logits(
                     null,
                     hit.score,
                     predictions.signals.get(key),
-                    _share(c["score"], spans, null),
+                    passage_share(c["score"], spans, null),
                 )
                 for c in candidates
             )
@@ -169,13 +170,6 @@ def answers_from_readings(
             ranked[0] = {**first, "score": ranked[0]["score"]}
         answers.append(ranked)
     return answers
-
-
-def _share(score: float, spans: Sequence[float], null: float) -> float:
-    """The share of the span scoring ``score`` among its passage's candidates and its "no
-    answer" (as a calibration fitted on held-out questions with and without answers saw)."""
-    values = np.array([*spans, null], dtype=np.float64)
-    return float(np.exp(score - values.max()) / np.exp(values - values.max()).sum())
 
 
 def as_records(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:

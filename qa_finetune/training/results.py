@@ -21,6 +21,7 @@ from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.tables import format_table
 from qa_finetune.training.checkpoints import TrainState
+from qa_finetune.training.end_calibration import validation_source
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.schedule import Schedule
 from qa_finetune.training.tf_data import window_lengths
@@ -84,7 +85,9 @@ def validation_scores(
     EM and F1 on each monitor file (``monitor_<name>_exact_match``, ``monitor_<name>_f1``)."""
     scores: dict[str, Any] = {}
     if prepared.validation is not None and prepared.validation_examples is not None:
-        scores = _scores(model, prepared, config, prepared.validation, prepared.validation_examples)
+        examples = prepared.validation_examples
+        source = validation_source(prepared)  # named in a calibration's provenance
+        scores = _scores(model, prepared, config, prepared.validation, examples, source)
         log.info(
             "\nvalidation at step %d: EM %.2f  F1 %.2f  loss %.4f",
             at_step,
@@ -101,7 +104,12 @@ def validation_scores(
 
 
 def _scores(
-    model: Any, prepared: PreparedData, config: Config, features: Any, examples: Any
+    model: Any,
+    prepared: PreparedData,
+    config: Config,
+    features: Any,
+    examples: Any,
+    source: str = "the validation data",
 ) -> dict[str, Any]:
     scores = evaluate_loaded(
         model,
@@ -114,6 +122,7 @@ def _scores(
         # One pass at a time, as before: training keeps all the cores as TensorFlow's
         # threads for its own steps, so no share of them is set aside per pass.
         passes=1,
+        source=source,
     )
     scores.pop("predictions")
     return scores
@@ -162,21 +171,48 @@ def write_history(run_dir: Path, history: list[dict[str, Any]]) -> None:
     write_text_atomic(RunPaths(run_dir).history, text.getvalue())
 
 
-def _save_rule_and_calibration(run_dir: Path, kept: dict[str, Any]) -> dict[str, Any]:
-    """Save the no-answer rule and confidence calibration the kept scores chose (ask, evaluate,
-    serve and export answer with them: runs.lookup.run_config); their metrics entries."""
+def _save_rule_and_calibration(
+    run_dir: Path,
+    kept: dict[str, Any],
+    chosen_on: str = "the run's validation data",
+    calibrate: bool = True,
+) -> dict[str, Any]:
+    """Save the no-answer rule and (``calibrate``) the confidence calibration the kept scores
+    chose (ask, evaluate, serve and export answer with them: runs.lookup.run_config); their
+    metrics entries."""
     choice = kept["no_answer_rule_choice"]
-    saved = save_rule_choice(run_dir, choice, "the run's validation data")
+    saved = save_rule_choice(run_dir, choice, chosen_on)
+    fitted = kept.get("calibration_choice") or {}
+    calibration = save_calibration(run_dir, fitted) if calibrate else {}
     metrics = {
         "no_answer_rule": saved.rule.kind,
         "no_answer_threshold": saved.threshold,
         "no_answer_threshold_f1": choice["compared"][saved.rule.kind]["f1"],
-        **save_calibration(run_dir, kept.get("calibration_choice") or {}),
+        **calibration,
         "no_answer_rule_warnings": choice.get("warnings", []),
     }
     for warning in metrics["no_answer_rule_warnings"]:
         log.warning("warning: %s", warning)
     return metrics
+
+
+def _end_rule_and_calibration(
+    run_dir: Path, config: Config, prepared: PreparedData, kept: dict[str, Any]
+) -> dict[str, Any]:
+    """The no-answer rule and calibration a run ends with (``train.calibrate``): chosen on one
+    more reading of its validation data with negatives (``on``), or on the kept validation
+    when it tuned its rule; their metrics entries (none otherwise)."""
+    calibrate = config.train.calibrate
+    if calibrate == "on":
+        from qa_finetune.training.end_calibration import calibrate_at_end
+
+        scores = calibrate_at_end(run_dir, config, prepared)
+        return _save_rule_and_calibration(run_dir, scores, scores["chosen_on"])
+    if config.train.tune_no_answer_threshold and kept.get("no_answer_rule_choice"):
+        chosen_on = validation_source(prepared)
+        fits = calibrate == "auto"
+        return _save_rule_and_calibration(run_dir, kept, chosen_on, calibrate=fits)
+    return {}
 
 
 def finish(
@@ -220,8 +256,7 @@ def finish(
         "epochs": round(final_step / schedule.steps_per_epoch, 4),
         "train_seconds": round(state.train_seconds, 1),
     }
-    if config.train.tune_no_answer_threshold and kept.get("no_answer_rule_choice"):
-        metrics.update(_save_rule_and_calibration(run_dir, kept))
+    metrics.update(_end_rule_and_calibration(run_dir, config, prepared, kept))
     metrics.update(method_record or {})  # e.g. a distilled run's method, teacher and layers
     parent = config.parent.recorded()
     if parent is not None:

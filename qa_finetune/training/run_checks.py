@@ -15,6 +15,7 @@ from qa_finetune.modeling.loading import has_gpu
 from qa_finetune.runs import directory as rundir
 from qa_finetune.runs import replaced
 from qa_finetune.training.memory import check_fits
+from qa_finetune.training.prepare import PreparedData
 
 log = logging.getLogger(__name__)
 
@@ -90,4 +91,49 @@ def check_threshold_tuning(config: Config) -> None:
             "train.tune_no_answer_threshold chooses the threshold on validation data: set "
             "data.validation_fraction (e.g. 0.2, held out from the training data) or "
             "data.validation_file"
+        )
+
+
+def check_end_calibration(config: Config) -> None:
+    """``train.calibrate=on`` fits the confidence on validation data: the run must have some."""
+    if config.train.calibrate != "on":
+        return
+    data = config.data
+    if not (data.validation_file or data.dataset or data.validation_fraction > 0):
+        raise QAFinetuneError(
+            "train.calibrate=on fits the confidence on validation data: set "
+            "data.validation_fraction (e.g. 0.05, held out from the training data) or "
+            "data.validation_file, or set train.calibrate to auto"
+        )
+
+
+def check_prepared(config: Config, prepared: PreparedData) -> None:
+    """Before any step: the run has training windows and, with ``train.calibrate=on``,
+    validation questions to calibrate on, from which (when negatives are asked for) some
+    can be asked of a second paragraph of their document; else the run would learn for
+    hours and then fail to calibrate."""
+    if len(prepared.train) == 0:
+        raise QAFinetuneError("no training windows were built: check the training data")
+    train = config.train
+    if train.calibrate != "on":
+        return
+    examples = prepared.validation_examples
+    if examples is None or not len(examples):
+        raise QAFinetuneError(
+            "train.calibrate=on fits the confidence on validation data, and the run has none: "
+            "set data.validation_file or data.validation_fraction, or set train.calibrate to auto"
+        )
+    from qa_finetune.training.end_calibration import KEY, validation_source
+
+    if train.calibration_negatives > 0:
+        from qa_finetune.data.question_negatives import no_documents_error, question_negatives
+
+        _, report = question_negatives(examples, train.calibration_negatives, train.seed)
+        if not report.eligible:
+            raise no_documents_error(validation_source(prepared), KEY)
+    elif all(answers["text"] for answers in examples["answers"]):
+        raise QAFinetuneError(
+            f"{validation_source(prepared)}: none of its {len(examples)} questions is without "
+            f"an answer, so with {KEY}=0 no calibration can learn when 'no answer' is right: "
+            f"set {KEY} (e.g. 0.3) to add some"
         )

@@ -21,6 +21,7 @@ from qa_finetune.training.methods.base import TrainingMethod
 from qa_finetune.training.moving_average import check_weight_average
 from qa_finetune.training.prepare import CheckedModel, check_model
 from qa_finetune.training.run_checks import (
+    check_end_calibration,
     check_resume_request,
     check_run_dir,
     check_threshold_tuning,
@@ -77,6 +78,7 @@ def plan_run(
         config, checked, parent = _starting_model(stored, run_dir, True, requested)
     method.check(config, checked)
     check_threshold_tuning(config)
+    check_end_calibration(config)
     check_layer_decay(config.train.layer_lr_decay, checked.model_dir)
     check_weight_average(config)
     check_data_given(config.data, training=True)  # before features/ is made for it

@@ -37,7 +37,7 @@ from qa_finetune.training.methods.base import TrainingMethod
 from qa_finetune.training.methods.standard import Standard
 from qa_finetune.training.prepare import PreparedData, prepare
 from qa_finetune.training.progress import RunProgress
-from qa_finetune.training.run_checks import check_memory
+from qa_finetune.training.run_checks import check_memory, check_prepared
 from qa_finetune.training.run_plan import RunPlan, plan_run
 from qa_finetune.training.schedule import Schedule, TrainingClock, build_optimizer
 from qa_finetune.training.sharding import check_tf_config
@@ -144,8 +144,7 @@ class Trainer(Bookkeeping):
         assert self.plan is not None, "check() plans the run first"
         given = self.given_prepared
         prepared = given if given is not None else prepare(self.config, checked=self.plan.checked)
-        if len(prepared.train) == 0:
-            raise QAFinetuneError("no training windows were built: check the training data")
+        check_prepared(self.config, prepared)
         self.prepared = prepared = self.method.prepare(self.config, prepared)
         self.epoch_windows = EpochWindows.of(
             self.config, prepared.train, prepared.replay, prepared.tokenizer

@@ -1,0 +1,33 @@
+"""The table ``evaluate --open`` prints: the open evaluation beside the gold-paragraph one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qa_finetune.evaluation.open_evaluation import RECALL_AT
+
+
+def open_table(metrics: dict[str, Any]) -> str:
+    """The open evaluation beside the gold-paragraph one, as a small table."""
+    rows = [
+        (
+            "retrieval recall@1 / @5 / @20",
+            " / ".join(f"{metrics[f'recall@{k}']:.2f}" for k in RECALL_AT),
+        ),
+        ("gold paragraph: EM / F1", f"{metrics['exact_match']:.2f} / {metrics['f1']:.2f}"),
+        (
+            f"open, top {metrics['top_passages']} of {metrics['passages']} passages: EM / F1",
+            f"{metrics['open_exact_match']:.2f} / {metrics['open_f1']:.2f}",
+        ),
+        ("open F1 as % of gold F1", f"{metrics['open_f1_of_gold']}"),
+    ]
+    if "open_not_sure" in metrics:
+        shown = f"{metrics.get('not_sure', 0)} / {metrics['open_not_sure']}"
+        rows.append((f"not sure (below {metrics['min_confidence']}): gold / open", shown))
+    if len(metrics.get("retrievers", {})) > 1:
+        from qa_finetune.evaluation.open_retrievers import retriever_rows
+
+        rows[0] = (f"{metrics['retriever']}: " + rows[0][0], rows[0][1])
+        rows += retriever_rows(metrics)
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
