@@ -210,3 +210,16 @@ def test_a_model_that_is_not_a_sentence_encoder_is_refused_before_indexing(
         f"{tiny_model_dir}): pass a sentence-transformers model such as all-MiniLM-L6-v2"
     )
     assert not output.exists()
+
+
+def test_a_question_alone_is_embedded_as_the_same_text_in_a_batch(
+    encoder: SentenceEncoder,
+) -> None:
+    texts = [*QUESTIONS, DOCUMENTS["car.txt"], "Short.", "A" * 3000]
+    in_batch = encoder.encode(texts)
+    assert encoder._numpy_forward() is not None  # MiniLM is a plain BERT: the NumPy path
+    for text, row in zip(texts, in_batch, strict=True):
+        alone = encoder.encode([text])
+        assert alone.shape == (1, 384) and alone.dtype == np.float32
+        assert float(alone[0] @ row) > 1 - 1e-5
+        assert float(np.abs(alone[0] - row).max()) < 1e-4
