@@ -4,12 +4,16 @@ other real contexts, generated filler, to ``--size`` passages).
 
     python bench/hybrid_latency.py --data ../shared/data --model ../shared/models/minilm-31k \\
         --size 50000 --questions 100
+    python bench/hybrid_latency.py --data ../shared/data --size 500000 --questions 100 --no-ask
 
 The BM25 index is real; the passage vectors are random unit vectors of dimension 384 (the
 encoder's), since embedding 50k passages takes hours on two shared cores: a vector search
 costs the same whatever the vectors hold, so the timings stand, while which passages are
 found does not (accuracy is measured on real embeddings by ``evaluate --open``). Questions
-are embedded by the real encoder, as ``ask --index`` embeds them.
+are embedded by the real encoder, as ``ask --index`` embeds them. The vectors get their
+binary codes as ``index`` writes them, used from ``vectors.CODES_FROM`` passages as
+``ask --index`` uses them (with random vectors the codes' candidates hold the exact best less
+often than with real ones: ``bench/studies/vector_search.py``; the cost is the same).
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from bench.retrieval_scale import DEV, build_collection, percentiles, questions_
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model", default=None, help="the reader (not needed with --no-ask)")
+    parser.add_argument("--no-ask", action="store_true", help="search only, no reading")
     parser.add_argument("--size", type=int, default=50_000)
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--work", type=Path, default=Path("/tmp/qa-finetune-hybrid-bench"))
@@ -60,10 +65,18 @@ def main() -> None:
     if vectors.GRAPH_FROM is not None and len(index) >= vectors.GRAPH_FROM:
         graph = vectors.build_graph(random)
     graph_seconds = time.perf_counter() - began
-    index.vectors = vectors.VectorSearch(random, encoder.info, graph)
+    began = time.perf_counter()
+    codes = vectors.BinaryCodes.of(random)
+    codes_seconds = time.perf_counter() - began
+    index.vectors = vectors.VectorSearch(random, encoder.info, graph, codes)
     pairs = questions_of(args.data, args.questions)
     print(machine_line())
-    print(f"{len(index)} passages; graph built in {graph_seconds:.1f} s" if graph else "exact")
+    print(f"{len(index)} passages; graph built in {graph_seconds:.1f} s" if graph else "no graph")
+    coded = len(index) >= vectors.CODES_FROM
+    print(
+        f"binary codes made in {codes_seconds:.1f} s; search "
+        + (f"by codes, best {vectors.RESCORED} scored exactly" if coded else "exact")
+    )
     encode_ms = []
     for question, _ in pairs:
         t = time.perf_counter()
@@ -79,6 +92,9 @@ def main() -> None:
             index.search(question, 5)
             times.append(1000 * (time.perf_counter() - t))
         print(f"{name} search ms: {percentiles(times)}")
+    if args.no_ask or args.model is None:
+        print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+        return
     answerer = QuestionAnswerer.load(args.model)
     answerer.answer(*pairs[0])
     rows = {}
