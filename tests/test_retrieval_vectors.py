@@ -274,3 +274,17 @@ def test_damaged_codes_fail_in_one_line_and_change_nothing(tmp_path: Path, damag
         "index (nothing was changed)"
     )
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_the_codes_nearest_are_the_smallest_distances_ties_to_the_lower_number() -> None:
+    stored = _clustered(500, 5, seed=11)
+    codes = vectors.BinaryCodes.of(stored)
+    query = _clustered(1, 5, seed=12)[0]
+    code = vectors._packed(query[None], codes.centre)[0]
+    distance = sum(
+        np.array([bin(int(w) ^ int(c)).count("1") for w in row])
+        for row, c in zip(codes.words, code, strict=True)
+    )
+    for count in (1, 7, 50, 499):
+        expected = sorted(range(500), key=lambda n: (distance[n], n))[:count]
+        assert codes.nearest(query, count).tolist() == sorted(expected)

@@ -32,7 +32,7 @@ CODES = "embeddings.codes.npz"
 GRAPH = "embeddings.hnsw"
 # Passages from which search ranks by binary codes first (below: the exact scan is fast
 # enough and exact), and how many of the codes' best are scored exactly (section 19).
-CODES_FROM = 100_000
+CODES_FROM = 50_000
 RESCORED = 1000
 # Rows turned into codes at a time (their signs as bytes: 24 MB a block at dimension 384).
 _CODE_BLOCK = 65_536
@@ -75,7 +75,7 @@ class VectorSearch:
         if k < 1:
             return []
         if self.codes is not None and len(self.vectors) >= CODES_FROM:
-            candidates = np.sort(self.codes.nearest(query, max(RESCORED, k)))
+            candidates = self.codes.nearest(query, max(RESCORED, k))
             scores = self.similarities(query, candidates)
         elif self.graph is not None:
             self.graph.hnsw.efSearch = max(GRAPH_SEARCH_DEPTH, k)
@@ -122,15 +122,29 @@ class BinaryCodes:
         return int(self.words.shape[1])
 
     def nearest(self, query: np.ndarray, count: int) -> np.ndarray:
-        """The numbers of the ``count`` passages whose codes are closest to ``query``'s (in
-        no particular order; ties at the edge broken arbitrarily)."""
+        """The numbers of the ``count`` passages whose codes are closest to ``query``'s, in
+        increasing order (of those at the edge's distance, the lowest numbers)."""
         code = _packed(query[None, :].astype(np.float32), self.centre)[0]
         distance = np.zeros(len(self), dtype=np.uint16)
+        differ = np.empty(len(self), dtype=np.uint64)
+        bits = np.empty(len(self), dtype=np.uint8)
         for row, word in zip(self.words, code, strict=True):
-            distance += np.bitwise_count(row ^ word)
+            np.bitwise_xor(row, word, out=differ)
+            np.bitwise_count(differ, out=bits)
+            np.add(distance, bits, out=distance)
         if count >= len(distance):
             return np.arange(len(distance))
-        return np.argpartition(distance, count - 1)[:count]
+        # Distances are small whole numbers: counting them finds the edge in one pass,
+        # where a partial sort of 500k took 10-15 ms.
+        within = np.cumsum(np.bincount(distance, minlength=64 * len(self.words) + 1))
+        edge = int(np.searchsorted(within, count))
+        chosen = np.flatnonzero(distance <= edge)
+        if len(chosen) > count:
+            below = distance[chosen] < edge
+            spare = count - int(below.sum())
+            keep = below | (np.cumsum(~below) <= spare)
+            chosen = chosen[keep]
+        return chosen
 
 
 def _packed(vectors: np.ndarray, centre: np.ndarray) -> np.ndarray:
