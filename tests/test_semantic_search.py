@@ -124,6 +124,13 @@ def test_a_reindex_embeds_only_new_and_changed_documents(docs: Path, tmp_path: P
     encoder.embedded.clear()
     again = build_index([docs], output, IndexSettings(encoder=encoder))
     assert (again.embedded_documents, again.embedded_passages) == (0, 0) and not encoder.embedded
+    # Damaged codes (or an index from before them) still lend their vectors; the new index
+    # gets its codes back.
+    (output / "embeddings.codes.npz").write_bytes(b"damaged")
+    encoder.embedded.clear()
+    mended = build_index([docs], output, IndexSettings(encoder=encoder))
+    assert mended.embedded_passages == 0 and not encoder.embedded
+    assert PassageIndex.open(output).vectors.codes is not None  # type: ignore[union-attr]
     # Another encoder reuses nothing.
     other = build_index([docs], output, IndexSettings(encoder=CountingEncoder("0" * 16)))
     assert other.embedded_passages == 11
