@@ -42,7 +42,7 @@ class SentenceEncoder:
         self.model = model
         self.tokenizer = tokenizer
         self.info = info
-        self._forward = None
+        self._forward: Any = None
         self._single: Any = None  # the NumPy forward pass, made on the first lone text
 
     @classmethod
