@@ -36,7 +36,7 @@ CODES_FROM = 50_000
 RESCORED = 1000
 # Rows turned into codes at a time (their signs as bytes: 24 MB a block at dimension 384).
 _CODE_BLOCK = 65_536
-# Passages from which a graph is built; None: never (exact search at every size; section 19).
+# Passages from which a graph is built; None: never (codes or the exact scan; section 19).
 GRAPH_FROM: int | None = None
 # HNSW settings (section 19: recall of the exact top 10 against latency).
 GRAPH_LINKS = 16
