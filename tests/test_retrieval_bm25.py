@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer
+from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer, positive_top
 from qa_finetune.retrieval.passage_index import PassageIndex
 
 PASSAGES = [
@@ -70,3 +70,13 @@ def test_search_is_deterministic_and_names_its_passages(tmp_path) -> None:
 def test_unknown_stemmer_language_is_one_line() -> None:
     with pytest.raises(RetrievalError, match="unknown stemmer language 'klingon'"):
         TextTokenizer(stemmer="klingon").stem_function()
+
+
+def test_positive_top_is_the_sorted_positive_scores_ties_to_the_earlier_passage() -> None:
+    rng = np.random.default_rng(0)
+    scores = np.where(rng.random(5000) < 0.1, rng.integers(1, 40, 5000) / 4, 0.0)
+    scores = scores.astype(np.float32)  # many zeros, many ties
+    for k in (1, 5, 100, 499, 600, 5000):
+        expected = sorted((n for n in range(5000) if scores[n] > 0), key=lambda n: (-scores[n], n))
+        assert positive_top(scores, k) == [(n, float(scores[n])) for n in expected[:k]]
+    assert positive_top(np.zeros(10, np.float32), 3) == []

@@ -138,10 +138,12 @@ def test_saved_vectors_load_memory_mapped(tmp_path: Path) -> None:
         "encoder": INFO.to_dict(),
         "file": "embeddings.npy",
         "count": 40,
+        "codes": "embeddings.codes.npz",
         "graph": None,
     }
     loaded = vectors.load(folder, entry, 40)
     assert isinstance(loaded.vectors, np.memmap) and loaded.info == INFO
+    assert loaded.codes is not None and loaded.codes.words.shape == (1, 40)
 
 
 @pytest.mark.parametrize(
@@ -175,3 +177,114 @@ def test_damaged_or_mismatched_embeddings_fail_in_one_line_and_change_nothing(
         message.endswith("is damaged: rebuild the index with qa-finetune index")
     )
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_binary_codes_are_the_signs_about_the_mean_packed_little_endian() -> None:
+    rows = np.zeros((3, 70), dtype=np.float32)
+    rows[0, [0, 63, 64, 69]] = 1.0
+    rows[1, 1] = 1.0
+    codes = vectors.BinaryCodes.of(rows)
+    assert codes.centre.shape == (70,) and codes.centre[0] == pytest.approx(1 / 3)
+    assert codes.words.shape == (2, 3) and codes.words.dtype == np.uint64
+    assert codes.words[:, 0].tolist() == [1 | 1 << 63, 1 | 1 << 5]
+    assert codes.words[:, 1].tolist() == [2, 0]
+    assert codes.words[:, 2].tolist() == [0, 0]
+    # The passages nearest by code: the row itself first, then the all-zero row.
+    assert sorted(codes.nearest(rows[0], 2).tolist()) == [0, 2]
+    assert sorted(codes.nearest(rows[0], 5).tolist()) == [0, 1, 2]
+
+
+def _clustered(rows: int, clusters: int, seed: int) -> np.ndarray:
+    """Unit vectors of dimension 128 around ``clusters`` centres (fixed by seed 0), as real
+    embeddings gather by topic; 128 bits a code."""
+    centres = np.random.default_rng(0).standard_normal((clusters, 128))
+    rng = np.random.default_rng(seed)
+    around = centres[rng.integers(0, clusters, rows)]
+    return normalise(around + 0.8 * rng.standard_normal((rows, 128)))
+
+
+def test_codes_search_is_exact_among_its_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = _clustered(3000, 30, seed=3)
+    codes = vectors.BinaryCodes.of(stored)
+    info = EncoderInfo("test-encoder", "0123456789abcdef", 128, "mean", 64)
+    exact = vectors.VectorSearch(stored, info)
+    coded = vectors.VectorSearch(stored, info, codes=codes)
+    monkeypatch.setattr(vectors, "CODES_FROM", 0)
+    monkeypatch.setattr(vectors, "RESCORED", 3000)  # every passage: the exact answer
+    for query in _clustered(10, 30, seed=4):
+        assert coded.top(query, 10) == exact.top(query, 10)
+    monkeypatch.setattr(vectors, "RESCORED", 300)
+    covered = 0
+    for query in _clustered(40, 30, seed=5):
+        expected = exact.top(query, 10)
+        candidates = set(codes.nearest(query, 300).tolist())
+        if {n for n, _ in expected} <= candidates:
+            covered += 1
+            assert coded.top(query, 10) == expected
+        found = coded.top(query, 10)
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert covered >= 35, covered  # the codes' best 10% held the exact top 10 for most questions
+
+
+def test_codes_are_used_only_from_codes_from_passages(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = _unit(200)
+    codes = vectors.BinaryCodes.of(stored)
+    monkeypatch.setattr(vectors, "RESCORED", 1)  # candidates too few to be exact
+    query = _unit(1, seed=9)[0]
+    exact = vectors.VectorSearch(stored, INFO).top(query, 5)
+    monkeypatch.setattr(vectors, "CODES_FROM", 201)
+    assert vectors.VectorSearch(stored, INFO, codes=codes).top(query, 5) == exact
+    monkeypatch.setattr(vectors, "CODES_FROM", 200)
+    assert len(vectors.VectorSearch(stored, INFO, codes=codes).top(query, 5)) == 5
+
+
+def test_an_index_without_codes_is_searched_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, entry = _saved(tmp_path, _unit(60))
+    (folder / "embeddings.codes.npz").unlink()
+    older = {k: v for k, v in entry.items() if k != "codes"}  # written before the codes
+    monkeypatch.setattr(vectors, "CODES_FROM", 0)
+    loaded = vectors.load(folder, older, 60)
+    assert loaded.codes is None
+    query = _unit(1, seed=7)[0]
+    assert loaded.top(query, 5) == vectors.VectorSearch(_unit(60), INFO).top(query, 5)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not-zip", "missing", "count", "centre"])
+def test_damaged_codes_fail_in_one_line_and_change_nothing(tmp_path: Path, damage: str) -> None:
+    folder, entry = _saved(tmp_path, _unit(40))
+    path = folder / "embeddings.codes.npz"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "not-zip":
+        path.write_bytes(b"not codes")
+    elif damage == "missing":
+        path.unlink()
+    elif damage == "count":
+        words = vectors.BinaryCodes.of(_unit(41)).words
+        np.savez(path, words=words, centre=np.zeros(16, np.float32))
+    elif damage == "centre":
+        np.savez(path, words=vectors.BinaryCodes.of(_unit(40)).words, centre=np.zeros(3))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(RetrievalError) as raised:
+        vectors.load(folder, entry, 40)
+    assert str(raised.value) == (
+        f"{path} is damaged or does not belong to this index: rebuild it with qa-finetune "
+        "index (nothing was changed)"
+    )
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_the_codes_nearest_are_the_smallest_distances_ties_to_the_lower_number() -> None:
+    stored = _clustered(500, 5, seed=11)
+    codes = vectors.BinaryCodes.of(stored)
+    query = _clustered(1, 5, seed=12)[0]
+    code = vectors._packed(query[None], codes.centre)[0]
+    distance = sum(
+        np.array([bin(int(w) ^ int(c)).count("1") for w in row])
+        for row, c in zip(codes.words, code, strict=True)
+    )
+    for count in (1, 7, 50, 499):
+        expected = sorted(range(500), key=lambda n: (distance[n], n))[:count]
+        assert codes.nearest(query, count).tolist() == sorted(expected)

@@ -124,6 +124,13 @@ def test_a_reindex_embeds_only_new_and_changed_documents(docs: Path, tmp_path: P
     encoder.embedded.clear()
     again = build_index([docs], output, IndexSettings(encoder=encoder))
     assert (again.embedded_documents, again.embedded_passages) == (0, 0) and not encoder.embedded
+    # Damaged codes (or an index from before them) still lend their vectors; the new index
+    # gets its codes back.
+    (output / "embeddings.codes.npz").write_bytes(b"damaged")
+    encoder.embedded.clear()
+    mended = build_index([docs], output, IndexSettings(encoder=encoder))
+    assert mended.embedded_passages == 0 and not encoder.embedded
+    assert PassageIndex.open(output).vectors.codes is not None  # type: ignore[union-attr]
     # Another encoder reuses nothing.
     other = build_index([docs], output, IndexSettings(encoder=CountingEncoder("0" * 16)))
     assert other.embedded_passages == 11
@@ -210,3 +217,16 @@ def test_a_model_that_is_not_a_sentence_encoder_is_refused_before_indexing(
         f"{tiny_model_dir}): pass a sentence-transformers model such as all-MiniLM-L6-v2"
     )
     assert not output.exists()
+
+
+def test_a_question_alone_is_embedded_as_the_same_text_in_a_batch(
+    encoder: SentenceEncoder,
+) -> None:
+    texts = [*QUESTIONS, DOCUMENTS["car.txt"], "Short.", "A" * 3000]
+    in_batch = encoder.encode(texts)
+    assert encoder._numpy_forward() is not None  # MiniLM is a plain BERT: the NumPy path
+    for text, row in zip(texts, in_batch, strict=True):
+        alone = encoder.encode([text])
+        assert alone.shape == (1, 384) and alone.dtype == np.float32
+        assert float(alone[0] @ row) > 1 - 1e-5
+        assert float(np.abs(alone[0] - row).max()) < 1e-4

@@ -4,6 +4,11 @@ dense half of document search (``index`` embeds passages, ``ask --index`` questi
 The folder is any sentence-transformers model: the installed all-MiniLM-L6-v2 package (the
 default), a local folder, or a Hub id downloaded once. Texts are embedded longest first in
 batches so each batch pads to similar lengths; the order given is restored.
+
+One text alone (the question of ``ask --index``) is padded to its own length, as a batch
+is, and goes through ``modeling/numpy_bert.py`` instead of TensorFlow when the model is a
+plain BERT (all-MiniLM-L6-v2 is): TensorFlow's dispatch cost 11-17 ms for a 13-token
+question, NumPy on one BLAS thread a few (BENCHMARKS section 19). The vectors agree to 1e-6.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.config.sections import DEFAULT_MODEL
+from qa_finetune.libraries.blas_threads import one_blas_thread
 from qa_finetune.modeling.families import PT_WEIGHTS
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 from qa_finetune.retrieval.bm25 import RetrievalError
@@ -36,7 +42,8 @@ class SentenceEncoder:
         self.model = model
         self.tokenizer = tokenizer
         self.info = info
-        self._forward = None
+        self._forward: Any = None
+        self._single: Any = None  # the NumPy forward pass, made on the first lone text
 
     @classmethod
     def load(cls, reference: str = DEFAULT_ENCODER) -> SentenceEncoder:
@@ -63,6 +70,11 @@ class SentenceEncoder:
         batch_size: int = BATCH_SIZE,
     ) -> np.ndarray:
         """``[len(texts), dimension]`` float32 unit vectors, in the order of ``texts``."""
+        if len(texts) == 1 and self._numpy_forward() is not None:
+            vector = self._alone(texts[0])
+            if progress is not None:
+                progress(1)
+            return vector
         vectors = np.zeros((len(texts), self.info.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for first in range(0, len(order), batch_size):
@@ -71,6 +83,26 @@ class SentenceEncoder:
             if progress is not None:
                 progress(len(chosen))
         return vectors
+
+    def _numpy_forward(self) -> Any:
+        """The NumPy forward pass of this model, or None when it is not a plain BERT."""
+        if self._single is None:
+            from qa_finetune.modeling import numpy_bert
+
+            supported = numpy_bert.supports(self.model.config)
+            self._single = numpy_bert.NumpyBert(self.model) if supported else False
+        return self._single or None
+
+    def _alone(self, text: str) -> np.ndarray:
+        """``[1, dimension]``: one text through the NumPy forward pass, unpadded."""
+        encoded = self.tokenizer(
+            [text], truncation=True, max_length=self.info.max_length, return_tensors="np"
+        )
+        mask = encoded["attention_mask"]
+        types = encoded.get("token_type_ids", np.zeros_like(mask))
+        with one_blas_thread():
+            hidden = self._single.hidden(encoded["input_ids"], types)
+            return pool(hidden, mask, self.info.pooling)
 
     def _batch(self, texts: list[str]) -> np.ndarray:
         import tensorflow as tf

@@ -128,11 +128,12 @@ class BM25Scores:
 def positive_top(scores: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The ``k`` best ``(number, score)`` with a score above 0, best first, ties to the
     earlier passage."""
-    if k < len(scores):
-        cut = np.partition(scores, len(scores) - k)[len(scores) - k]
-        candidates = np.flatnonzero(scores >= cut)
-    else:
-        candidates = np.arange(len(scores))
-    candidates = candidates[scores[candidates] > 0]
+    # Most passages share no term with a question: partial-sorting only the scored ones
+    # spares a partition of every passage (5-10 ms at 500k on busy cores; section 19).
+    candidates = np.flatnonzero(scores > 0)
+    if k < len(candidates):
+        values = scores[candidates]
+        cut = np.partition(values, len(values) - k)[len(values) - k]
+        candidates = candidates[values >= cut]
     order = np.lexsort((candidates, -scores[candidates]))[:k]
     return [(int(candidates[i]), float(scores[candidates[i]])) for i in order]

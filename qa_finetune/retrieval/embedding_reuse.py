@@ -47,7 +47,9 @@ def previous_vectors(output: Path, info: EncoderInfo) -> dict[Key, np.ndarray]:
             return {}
         records = list(index_files.read_documents(output))
         count = sum(len(r.passages) for r in records)
-        found = vectors.load(output, dict(entry), count).vectors
+        # The codes are not needed to copy vectors: a damaged codes file costs no re-embedding.
+        kept = {k: v for k, v in dict(entry).items() if k != "codes"}
+        found = vectors.load(output, kept, count).vectors
     except (RetrievalError, TypeError, AttributeError):
         return {}  # a damaged previous index is embedded again, not trusted
     reusable, row = {}, 0
