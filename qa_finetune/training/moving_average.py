@@ -28,6 +28,7 @@ from qa_finetune.config import Config
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs.paths import RunPaths
+from qa_finetune.training.run_checks import has_validation_data
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ def check_weight_average(config: Config) -> None:
     data) or that ``strategy=auto`` would spread over several GPUs."""
     if not config.train.ema_decay:
         return
-    data = config.data
-    if not (data.validation_file or data.dataset or data.validation_fraction > 0):
+    if not has_validation_data(config):
         raise QAFinetuneError(
             "train.ema_decay keeps the moving average only when it validates better, which "
             "needs validation data: set data.validation_file or data.validation_fraction, or "

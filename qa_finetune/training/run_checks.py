@@ -85,8 +85,7 @@ def check_threshold_tuning(config: Config) -> None:
             "train.tune_no_answer_threshold chooses when to answer 'no answer', which needs "
             "data.allow_no_answer=true (SQuAD v2 style data): set it, or drop the tuning"
         )
-    data = config.data
-    if not (data.validation_file or data.dataset or data.validation_fraction > 0):
+    if not has_validation_data(config):
         raise QAFinetuneError(
             "train.tune_no_answer_threshold chooses the threshold on validation data: set "
             "data.validation_fraction (e.g. 0.2, held out from the training data) or "
@@ -94,12 +93,17 @@ def check_threshold_tuning(config: Config) -> None:
         )
 
 
+def has_validation_data(config: Config) -> bool:
+    """Whether the run validates: a validation file, a dataset's split or a held-out share."""
+    data = config.data
+    return bool(data.validation_file or data.dataset or data.validation_fraction > 0)
+
+
 def check_end_calibration(config: Config) -> None:
     """``train.calibrate=on`` fits the confidence on validation data: the run must have some."""
     if config.train.calibrate != "on":
         return
-    data = config.data
-    if not (data.validation_file or data.dataset or data.validation_fraction > 0):
+    if not has_validation_data(config):
         raise QAFinetuneError(
             "train.calibrate=on fits the confidence on validation data: set "
             "data.validation_fraction (e.g. 0.05, held out from the training data) or "
