@@ -78,6 +78,26 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -
 
 
 @pytest.fixture(scope="session")
+def calibrated_tiny_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of the tiny model (``ROOT/run``) and its copy calibrated on the unanswerable
+    sample (58 questions, 23 without an answer): ``ROOT/copy``, returned. Read it only."""
+    import shutil
+
+    from sample_files import sample_data_path
+
+    from qa_finetune.evaluation.calibrate import calibrate
+
+    root = tmp_path_factory.mktemp("calibrated")
+    run_dir = root / "run"
+    shutil.copytree(tiny_model_dir, run_dir / "model")
+    (run_dir / "config.yaml").write_text(
+        "preprocess:\n  max_length: 96\n  stride: 24\n", encoding="utf-8"
+    )
+    unanswerable = sample_data_path("unanswerable")
+    return calibrate(str(run_dir), str(unanswerable), output=root / "copy").run_dir
+
+
+@pytest.fixture(scope="session")
 def family_tokenizer(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Any:
     """``get(family)``: the fast tokenizer of one family (see tests/families.py), built once."""
     from families import build_tokenizer

@@ -29,15 +29,9 @@ def _run(tiny_model_dir: Path, root: Path) -> Path:
     return run_dir
 
 
-@pytest.fixture(scope="module")
-def calibrated(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of a tiny run calibrated on the unanswerable sample (58 questions, 23 without
-    an answer)."""
-    from qa_finetune.evaluation.calibrate import calibrate
-
-    root = tmp_path_factory.mktemp("confidence")
-    source = _run(tiny_model_dir, root)
-    return calibrate(str(source), str(UNANSWERABLE), output=root / "copy").run_dir
+@pytest.fixture
+def calibrated(calibrated_tiny_run: Path) -> Path:
+    return calibrated_tiny_run
 
 
 def _pairs() -> tuple[list[str], list[tuple[str, str]]]:

@@ -4,7 +4,6 @@ the first exactly the single-answer path's, the others sharing what it leaves.""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,9 @@ from qa_finetune.decoding.confident_answer import runner_up_confidence
 UNANSWERABLE = sample_data_path("unanswerable")
 
 
-@pytest.fixture(scope="module")
-def calibrated(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of a tiny run calibrated on the unanswerable sample."""
-    from qa_finetune.evaluation.calibrate import calibrate
-
-    root = tmp_path_factory.mktemp("top-k")
-    run_dir = root / "run"
-    shutil.copytree(tiny_model_dir, run_dir / "model")
-    (run_dir / "config.yaml").write_text(
-        "preprocess:\n  max_length: 96\n  stride: 24\n", encoding="utf-8"
-    )
-    return calibrate(str(run_dir), str(UNANSWERABLE), output=root / "copy").run_dir
+@pytest.fixture
+def calibrated(calibrated_tiny_run: Path) -> Path:
+    return calibrated_tiny_run
 
 
 def _pairs(count: int = 8) -> list[tuple[str, str]]:

@@ -4,30 +4,18 @@ in the open reading as in the gold-paragraph one, each counted; bad values are o
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from sample_files import sample_data_path
 from test_evaluate_open import squad_file
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 
 
-@pytest.fixture(scope="module")
-def calibrated(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of a tiny run calibrated on the unanswerable sample."""
-    from qa_finetune.evaluation.calibrate import calibrate
-
-    root = tmp_path_factory.mktemp("open-confidence")
-    run_dir = root / "run"
-    shutil.copytree(tiny_model_dir, run_dir / "model")
-    (run_dir / "config.yaml").write_text(
-        "preprocess:\n  max_length: 96\n  stride: 24\n", encoding="utf-8"
-    )
-    data = sample_data_path("unanswerable")
-    return calibrate(str(run_dir), str(data), output=root / "copy").run_dir
+@pytest.fixture
+def calibrated(calibrated_tiny_run: Path) -> Path:
+    return calibrated_tiny_run
 
 
 def _open(model: Path, data: Path, report: Path, *extra: str) -> tuple[int, str, dict, dict]:
