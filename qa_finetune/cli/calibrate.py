@@ -35,7 +35,31 @@ OutputOption = Annotated[
 OverwriteOption = Annotated[
     bool, typer.Option("--overwrite", help="Replace the run's own saved rule.")
 ]
-MaxSamplesOption = Annotated[int | None, typer.Option(min=1, help="Use the first N questions.")]
+MaxSamplesOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Use the first N questions (with --open: N spread over the file)."),
+]
+OpenOption = Annotated[
+    bool,
+    typer.Option(
+        "--open",
+        help="Fit the confidence of answers found by search (ask --index, serve --index) "
+        "instead: each question searched among all of --data's contexts and answered as ask "
+        "--index answers; the run keeps its rule and its calibration.",
+    ),
+]
+RetrieverOption = Annotated[
+    str,
+    typer.Option(
+        "--retriever",
+        help="With --open: the search the confidence is fitted for (bm25, dense or hybrid); "
+        "answers found by another keep their passage confidence.",
+    ),
+]
+TopPassagesOption = Annotated[
+    int | None,
+    typer.Option("--top-passages", min=1, help="With --open: passages read per question at most."),
+]
 BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Windows per forward pass.")]
 
 
@@ -49,12 +73,23 @@ def calibrate(
     max_samples: MaxSamplesOption = None,
     batch_size: BatchSizeOption = None,
     question_negatives: QuestionNegativesOption = 0.0,
+    open_search: OpenOption = False,
+    retriever: RetrieverOption = "hybrid",
+    top_passages: TopPassagesOption = None,
 ) -> None:
     """Choose when the run answers "no answer" (rule and threshold) and fit how sure its
-    answers are (confidence) on held-out questions."""
+    answers are (confidence) on held-out questions; with --open, how sure its answers found
+    by search are."""
     show_library_logs()
     from qa_finetune.config.sections import NO_ANSWER_RULE_MODES
     from qa_finetune.errors import QAFinetuneError
+
+    _check_open_options(open_search, rule, question_negatives, retriever, top_passages)
+    if open_search:
+        _calibrate_open(
+            model, data, retriever, output, overwrite, max_samples, top_passages, batch_size
+        )
+        return
 
     if rule not in NO_ANSWER_RULE_MODES:
         raise QAFinetuneError(
@@ -76,4 +111,61 @@ def calibrate(
     if done.calibration is not None:
         typer.echo(f"confidence: {done.calibration.describe()}")
     for warning in done.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def _check_open_options(
+    open_search: bool,
+    rule: str,
+    question_negatives: float,
+    retriever: str,
+    top_passages: int | None,
+) -> None:
+    """Options of one kind of calibration given to the other: one line, before any work."""
+    from qa_finetune.errors import QAFinetuneError
+
+    if open_search:
+        if rule != "auto" or question_negatives:
+            given = "--rule" if rule != "auto" else "--question-negatives"
+            raise QAFinetuneError(
+                f"{given} chooses the run's no-answer rule, which --open keeps: calibrate "
+                "without --open to choose it, then with --open"
+            )
+        return
+    if retriever != "hybrid" or top_passages is not None:
+        given = "--retriever" if retriever != "hybrid" else "--top-passages"
+        raise QAFinetuneError(
+            f"{given} sets how --open searches: add --open to fit the confidence of answers "
+            "found by search"
+        )
+
+
+def _calibrate_open(
+    model: str,
+    data: str,
+    retriever: str,
+    output: Path | None,
+    overwrite: bool,
+    max_samples: int | None,
+    top_passages: int | None,
+    batch_size: int | None,
+) -> None:
+    from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
+    from qa_finetune.evaluation.calibrate_open import calibrate_open
+
+    done = calibrate_open(
+        model,
+        data,
+        retriever,
+        output,
+        overwrite,
+        max_samples,
+        top_passages or DEFAULT_TOP_PASSAGES,
+        batch_size,
+    )
+    opened = done.calibration.open
+    assert opened is not None
+    losses = ", ".join(f"{k} {v['log_loss']:.4f}" for k, v in opened.logistic.compared.items())
+    typer.echo(f"{done.run_dir}: {opened.describe()} (held-out log loss: {losses})")
+    for warning in opened.logistic.warnings:
         typer.echo(f"warning: {warning}", err=True)

@@ -23,13 +23,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from qa_finetune.decoding.no_answer_rule import finite_numbers
 from qa_finetune.decoding.no_answer_signals import SIGNALS
 from qa_finetune.errors import QAFinetuneError
+
+if TYPE_CHECKING:
+    from qa_finetune.decoding.feature_logistic import FeatureLogistic
+    from qa_finetune.decoding.open_confidence import OpenCalibration
 
 TEMPERATURE = "temperature"
 LOGISTIC = "logistic"
@@ -109,6 +113,12 @@ class Calibration:
     # Each method's cross-validated log loss on those questions.
     compared: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    # Answers found by search (``ask --index``): ``calibrate --open`` fits it, on top of this
+    # one (``decoding.open_confidence``); None: they get this confidence in their passage.
+    open: OpenCalibration | None = None
+    # The answers after the first (``--top-k``), fitted with this one when it beat the share
+    # of what the first leaves (``decoding.runner_up_confidence``); None: that share.
+    runner_up: FeatureLogistic | None = None
 
     def confidence(
         self, rows: Sequence[Mapping[str, float]], reader_scores: Sequence[float]
@@ -131,11 +141,15 @@ class Calibration:
             else f"logistic calibrator on {len(self.features)} reader features"
         )
         source = self.fitted_on
-        if not source:
-            return how
-        share = source.get("unanswerable_share")
-        shown = f", {100 * share:.0f}% without an answer" if isinstance(share, float) else ""
-        return f"{how}, fitted on {source.get('data')} ({source.get('questions')} questions{shown})"
+        if source:
+            share = source.get("unanswerable_share")
+            shown = f", {100 * share:.0f}% without an answer" if isinstance(share, float) else ""
+            how += f", fitted on {source.get('data')} ({source.get('questions')} questions{shown})"
+        if self.runner_up is not None:
+            how += f"; answers after the first: logistic on {len(self.runner_up.features)} features"
+        if self.open is not None:
+            how += f"; answers found by {self.open.describe()}"
+        return how
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (``from_dict`` reads them back)."""
@@ -157,6 +171,10 @@ class Calibration:
         values.update(
             fitted_on=self.fitted_on, compared=self.compared, warnings=list(self.warnings)
         )
+        if self.open is not None:
+            values["open"] = self.open.to_dict()
+        if self.runner_up is not None:
+            values["runner_up"] = self.runner_up.to_dict()
         return values
 
     @classmethod
@@ -169,7 +187,7 @@ class Calibration:
         method = values.get("method")
         if method not in METHODS:
             raise damaged(source, f"method {method!r} is not one of {', '.join(METHODS)}")
-        extra = _provenance(values)
+        extra = _provenance(values, source)
         if method == TEMPERATURE:
             (temperature,) = _numbers([values.get("temperature")], 1, "temperature", source)
             if temperature <= 0:
@@ -188,13 +206,23 @@ class Calibration:
         )
 
 
-def _provenance(values: Mapping[str, Any]) -> dict[str, Any]:
+def _provenance(values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Where a calibration was learnt, and its open-search part when it has one."""
+    from qa_finetune.decoding.feature_logistic import FeatureLogistic
+    from qa_finetune.decoding.open_confidence import OpenCalibration
+    from qa_finetune.decoding.runner_up_confidence import RUNNER_UP_FEATURES
+
     fitted_on, compared = values.get("fitted_on"), values.get("compared")
     warnings = values.get("warnings")
+    opened, runner_up = values.get("open"), values.get("runner_up")
     return {
         "fitted_on": dict(fitted_on) if isinstance(fitted_on, Mapping) else {},
         "compared": dict(compared) if isinstance(compared, Mapping) else {},
         "warnings": tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
+        "open": None if opened is None else OpenCalibration.from_dict(opened, source),
+        "runner_up": None
+        if runner_up is None
+        else FeatureLogistic.from_dict(runner_up, f"{source} ('runner_up')", RUNNER_UP_FEATURES),
     }
 
 

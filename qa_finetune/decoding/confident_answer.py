@@ -8,7 +8,8 @@ reader's own ratio), so the list keeps the reader's order and its confidences ad
 most 1. That treats the candidates as exclusive, and they are not (a shorter or longer span can
 match another gold answer too): measured, candidates 2-3 were right more often than they said
 (BENCHMARKS.md section 18, 0.04 said against 0.07 right on reviews, 0.07 against 0.27 on
-general questions).
+general questions). A calibration fitted with a ``runner_up`` part gives them their own
+calibrated confidence instead (``decoding.runner_up_confidence``).
 
 Only the first answer is ever "not sure": below the minimum it has no text and no offsets, so
 a caller reading ``answer`` never takes it for a finding, ``not_sure`` set (apart from "no
@@ -19,9 +20,12 @@ under ``best_candidate`` for whoever asks for it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qa_finetune.decoding.confidence import Calibration, answer_features
+
+if TYPE_CHECKING:
+    from qa_finetune.decoding.feature_logistic import FeatureLogistic
 
 # Guards the share of the rest when the first answer holds (almost) all of the reader's score.
 _TINY = 1e-12
@@ -38,10 +42,27 @@ def with_confidence(
         return []
     first = ranked[0]
     confidence = answer_confidence(calibration, first["answer"], first["score"], signals)
-    others = [
-        {**answer, "confidence": runner_up_confidence(confidence, first["score"], answer["score"])}
-        for answer in ranked[1:]
-    ]
+    return ranked_with(ranked, confidence, min_confidence, calibration.runner_up)
+
+
+def ranked_with(
+    ranked: Sequence[dict[str, Any]],
+    confidence: float,
+    min_confidence: float | None = None,
+    runner_up: FeatureLogistic | None = None,
+) -> list[dict[str, Any]]:
+    """``ranked`` (not empty) with the first answer's ``confidence`` and the others' from the
+    ``runner_up`` calibration (``decoding.runner_up_confidence``), or without one their shares
+    of what the first leaves (``runner_up_confidence``); the first "not sure" below the
+    minimum."""
+    from qa_finetune.decoding.runner_up_confidence import runner_up_confidences
+
+    first = ranked[0]
+    if runner_up is not None:
+        later = runner_up_confidences(runner_up, ranked, confidence)
+    else:
+        later = [runner_up_confidence(confidence, first["score"], a["score"]) for a in ranked[1:]]
+    others = [{**answer, "confidence": c} for answer, c in zip(ranked[1:], later, strict=True)]
     return [sure_or_not(first, confidence, min_confidence), *others]
 
 
@@ -70,20 +91,6 @@ def sure_or_not(
         "not_sure": True,
         "best_candidate": candidate,
     }
-
-
-def is_sure(
-    calibration: Calibration | None,
-    min_confidence: float | None,
-    answer: str,
-    score: float,
-    signals: Mapping[str, float] | None,
-) -> bool:
-    """Whether ``answer`` (its reader ``score`` and question's ``signals``) reaches
-    ``min_confidence``; True without a calibration or a minimum."""
-    if calibration is None or min_confidence is None:
-        return True
-    return answer_confidence(calibration, answer, score, signals) >= min_confidence
 
 
 def answer_confidence(

@@ -95,10 +95,13 @@ def calibrate(
         _save(target, saved, calibration, choice.get("warnings", []))
     else:
         with staged_folder(target) as staging:
-            _copy_run(source, staging)
+            copy_run(source, staging)
             _save(staging, saved, calibration, choice.get("warnings", []))
     log.info("no-answer rule: %s, threshold %.4f (%s)", rule.describe(), saved.threshold, target)
     log.info("confidence: %s", calibration.describe())
+    why_not = (metrics.get("calibration_choice") or {}).get("runner_up_error")
+    if why_not:
+        log.info("answers after the first keep the share of what the first leaves: %s", why_not)
     for warning in warnings:
         log.warning("warning: %s", warning)
     return Calibrated(target, saved, metrics, calibration, warnings)
@@ -161,7 +164,7 @@ def check_new_output(target: Path, source: Path) -> None:
         raise QAFinetuneError(f"--output {target} is inside the run {source}: name a new folder")
 
 
-def _copy_run(source: Path, staging: Path) -> None:
+def copy_run(source: Path, staging: Path) -> None:
     """The run's files into ``staging``, model weights linked where possible."""
     for item in source.iterdir():
         if item.name in _NOT_COPIED or item.name.startswith("."):

@@ -18,20 +18,17 @@ import numpy as np
 from qa_finetune.decoding.across_passages import (
     CONFIDENT_MARGIN,
     DEFAULT_TOP_PASSAGES,
-    PassageReading,
     choose_across_passages,
-    passage_share,
     reads_more,
 )
-from qa_finetune.decoding.confident_answer import is_sure
-from qa_finetune.modeling.predict import predict_features
-from qa_finetune.modeling.scoring import feature_offsets, references, score
+from qa_finetune.decoding.open_confidence import FoundConfidence
+from qa_finetune.evaluation.open_confidence_figures import open_confidence_figures
+from qa_finetune.evaluation.passage_readings import passage_readings
+from qa_finetune.modeling.scoring import references, score
 from qa_finetune.retrieval.passage_index import PassageIndex
 from qa_finetune.retrieval.retriever import Hit
 
 RECALL_AT = (1, 5, 20)
-# Joins a question's id and a passage's rank into the id of one (question, passage) pair.
-_PAIR = "\x1f"
 
 
 def spread_sample(records: list[dict[str, Any]], count: int | None) -> list[dict[str, Any]]:
@@ -79,16 +76,20 @@ def read_passages(
     use_rule: bool,
     confident_margin: float | None = CONFIDENT_MARGIN,
     not_sure: set[str] | None = None,
+    confidences: dict[str, FoundConfidence] | None = None,
+    retriever: str | None = None,
 ) -> dict[str, str]:
     """The end-to-end answer of each question from up to ``top_passages`` passages, read as
-    ``ask --index`` reads them: the best first, the others when it is not confident. With the
-    model's ``min_confidence``, an answer below it is "not sure": answered "" (abstaining), its
-    question's id added to ``not_sure``."""
+    ``ask --index`` reads them: the best first, the others when it is not confident. A
+    calibrated model's answers get their confidence as ``ask --index`` gives it
+    (``decoding.open_confidence``, ``retriever`` naming the search), kept in ``confidences``
+    with the features it came from; with the model's ``min_confidence``, an answer below it
+    is "not sure": answered "" (abstaining), its question's id added to ``not_sure``."""
     threshold = loaded.settings.no_answer_threshold
     if confident_margin is None:
-        readings = _readings(loaded, questions, [h[:top_passages] for h in found], 0)
+        readings = passage_readings(loaded, questions, [h[:top_passages] for h in found], 0)
     else:
-        readings = _readings(loaded, questions, [h[:1] for h in found], 0)
+        readings = passage_readings(loaded, questions, [h[:1] for h in found], 0)
         unsure = [
             i
             for i, q in enumerate(questions)
@@ -100,94 +101,30 @@ def read_passages(
                 confident_margin,
             )
         ]
-        more = _readings(
+        more = passage_readings(
             loaded, [questions[i] for i in unsure], [found[i][1:top_passages] for i in unsure], 1
         )
         for question_id, extra in more.items():
             readings[question_id] = readings[question_id] + extra
+    retrieval = {
+        q["id"]: [hit.score for hit in hits[:top_passages]]
+        for q, hits in zip(questions, found, strict=True)
+    }
     answers = {}
     for question_id, question_readings in readings.items():
         chosen = choose_across_passages(question_readings, threshold, use_rule)
         answers[question_id] = chosen[0][0].text if chosen else ""
-        best = chosen[0][0] if chosen else None
-        settings = (loaded.calibration, loaded.settings.min_confidence)
-        if best and not is_sure(*settings, best.text, best.passage_score, best.signals):
+        if not chosen or loaded.calibration is None:
+            continue
+        given = FoundConfidence.of(loaded.calibration, chosen, retrieval[question_id], retriever)
+        if confidences is not None:
+            confidences[question_id] = given
+        minimum = loaded.settings.min_confidence
+        if minimum is not None and given.confidence < minimum:
             answers[question_id] = ""
             if not_sure is not None:
                 not_sure.add(question_id)
     return answers
-
-
-def _readings(
-    loaded: Any,
-    questions: Sequence[dict[str, Any]],
-    found: Sequence[Sequence[Hit]],
-    first_place: int,
-) -> dict[str, list[PassageReading]]:
-    """Each question's reading of the best span in each of its ``found`` passages."""
-    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
-    pairs = [
-        {
-            "id": f"{q['id']}{_PAIR}{first_place + place}",
-            "title": "",
-            "context": hit.passage.text,
-            "question": q["question"],
-            "answers": {"text": [], "answer_start": []},
-        }
-        for q, hits in zip(questions, found, strict=True)
-        for place, hit in enumerate(hits)
-    ]
-    if not pairs:
-        return readings
-    predictions = _read(loaded, pairs)
-    retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
-    for pair_id, nbest in predictions.nbest.items():
-        question_id, place = pair_id.rsplit(_PAIR, 1)
-        if not nbest:
-            continue
-        best = nbest[0]
-        null = best["score"] + predictions.null_score_diff[pair_id]  # the passage's null
-        readings[question_id].append(
-            PassageReading(
-                int(place),
-                best["text"],
-                best["start"],
-                best["end"],
-                best["score"],
-                predictions.no_answer_score.get(pair_id, float("inf")),
-                null,
-                retrieval[question_id][int(place) - first_place],
-                predictions.signals.get(pair_id),
-                passage_share(best["score"], [c["score"] for c in nbest], null),
-            )
-        )
-    return readings
-
-
-def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
-    """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
-    from qa_finetune.data.loading import to_dataset
-    from qa_finetune.decoding.spans import postprocess_predictions
-    from qa_finetune.evaluation.evaluate import evaluation_features
-
-    examples = to_dataset(pairs)
-    features = evaluation_features(examples, loaded.tokenizer, loaded.spec)
-    pad = getattr(loaded.tokenizer, "pad_token_id", None)
-    start, end = predict_features(
-        loaded.model, features, loaded.settings.batch_size, pad_token_id=pad
-    )
-    return postprocess_predictions(
-        list(examples["id"]),
-        list(examples["context"]),
-        list(features["example_id"]),
-        start,
-        end,
-        feature_offsets(features, start.shape[1]),
-        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
-        n_best=loaded.settings.n_best,
-        max_answer_length=loaded.settings.max_answer_length,
-        rule=loaded.rule,
-    )
 
 
 def open_scores(
@@ -207,14 +144,25 @@ def open_scores(
     recall, found = retrieval_recall(index, questions, numbers, depth)
     searched = time.perf_counter()
     not_sure: set[str] = set()
+    confidences: dict[str, FoundConfidence] = {}
     answers = read_passages(
-        loaded, questions, found, top_passages, allow_no_answer, not_sure=not_sure
+        loaded,
+        questions,
+        found,
+        top_passages,
+        allow_no_answer,
+        not_sure=not_sure,
+        confidences=confidences,
+        retriever=index.retriever,
     )
     done = time.perf_counter()
-    scores = score(answers, references(questions), allow_no_answer)
+    gold = references(questions)
+    scores = score(answers, gold, allow_no_answer)
     sure = {} if loaded.settings.min_confidence is None else {"open_not_sure": len(not_sure)}
+    trust = open_confidence_figures(loaded.calibration, confidences, gold, index.retriever)
     return {
         **sure,
+        **trust,
         "passages": len(index),
         "top_passages": top_passages,
         **recall,

@@ -24,6 +24,16 @@ def open_table(metrics: dict[str, Any]) -> str:
     if "open_not_sure" in metrics:
         shown = f"{metrics.get('not_sure', 0)} / {metrics['open_not_sure']}"
         rows.append((f"not sure (below {metrics['min_confidence']}): gold / open", shown))
+    trust = metrics.get("open_confidence")
+    if trust:
+        passage = trust["passage_confidence"]
+        rows.append(
+            (
+                f"open confidence ({trust['from']}): ECE / AUROC",
+                f"{trust['ece']:.3f} / {_auroc(trust)} (passage alone {passage['ece']:.3f} / "
+                f"{_auroc(passage)}, {trust['answered']} answers)",
+            )
+        )
     if len(metrics.get("retrievers", {})) > 1:
         from qa_finetune.evaluation.open_retrievers import retriever_rows
 
@@ -31,3 +41,8 @@ def open_table(metrics: dict[str, Any]) -> str:
         rows += retriever_rows(metrics)
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _auroc(figures: dict[str, Any]) -> str:
+    # None when every answer was right, or every one wrong: nothing to rank.
+    return "-" if figures["auroc"] is None else f"{figures['auroc']:.3f}"

@@ -27,7 +27,8 @@ from qa_finetune.decoding.across_passages import (
     passage_share,
     reads_more,
 )
-from qa_finetune.decoding.confident_answer import with_confidence
+from qa_finetune.decoding.confident_answer import ranked_with
+from qa_finetune.decoding.open_confidence import FoundConfidence
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.retrieval.retriever import Hit, Retriever
@@ -60,9 +61,10 @@ def answer_from_collection(
     confident (``decoding.across_passages.is_confident``); ``confident_margin=None`` reads all
     of them at once."""
     hits = [retriever.search(question, top_passages) for question in questions]
+    name = retriever_name(retriever)
     if confident_margin is None:
         readings = read_passages(answerer, questions, hits, top_k)
-        return answers_from_readings(answerer, hits, readings, top_k, use_rule)
+        return answers_from_readings(answerer, hits, readings, top_k, use_rule, name)
     readings = read_passages(answerer, questions, [found[:1] for found in hits], top_k)
     threshold = answerer.settings.no_answer_threshold
     unsure = [
@@ -75,7 +77,14 @@ def answer_from_collection(
         more = read_passages(answerer, [questions[i] for i in unsure], rest, top_k, first_place=1)
         for i, extra in zip(unsure, more, strict=True):
             readings[i] = readings[i] + extra
-    return answers_from_readings(answerer, hits, readings, top_k, use_rule)
+    return answers_from_readings(answerer, hits, readings, top_k, use_rule, name)
+
+
+def retriever_name(retriever: Retriever) -> str | None:
+    """How ``retriever`` searches (bm25, dense or hybrid) when it says; None for a search
+    that does not (its answers keep their passage confidence)."""
+    name = getattr(retriever, "retriever", None)
+    return name if isinstance(name, str) else None
 
 
 def read_passages(
@@ -155,19 +164,20 @@ def answers_from_readings(
     readings: Sequence[Sequence[PassageReading]],
     top_k: int = 1,
     use_rule: bool = False,
+    retriever: str | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Each question's ``top_k`` answers chosen across all its passages' readings."""
+    """Each question's ``top_k`` answers chosen across all its passages' readings, with
+    their confidence when the model is calibrated (``decoding.open_confidence``: from its
+    open calibration when that was fitted for ``retriever``, the search's name)."""
     threshold = answerer.settings.no_answer_threshold
     answers = []
     for found, question in zip(hits, readings, strict=True):
-        chosen = choose_across_passages(question, threshold, use_rule)[:top_k]
-        ranked = [_answer(found[r.passage], r, p) for r, p in chosen]
+        chosen = choose_across_passages(question, threshold, use_rule)
+        ranked = [_answer(found[r.passage], r, p) for r, p in chosen[:top_k]]
         if ranked and answerer.calibration is not None:
-            best = chosen[0][0]
-            scored = {**ranked[0], "score": best.passage_score}
-            minimum = answerer.settings.min_confidence
-            first = with_confidence([scored], best.signals, answerer.calibration, minimum)[0]
-            ranked[0] = {**first, "score": ranked[0]["score"]}
+            scores = [hit.score for hit in found]
+            given = FoundConfidence.of(answerer.calibration, chosen, scores, retriever)
+            ranked = ranked_with(ranked, given.confidence, answerer.settings.min_confidence)
         answers.append(ranked)
     return answers
 

@@ -68,11 +68,39 @@ def calibration_choice(
     from qa_finetune.decoding.confidence_fit import answers_of, fit_calibration
 
     rule = NoAnswerRule.from_dict(rule_choice["rule"], source)
-    held = answers_of(predictions, gold, rule, float(rule_choice["threshold"]))
+    threshold = float(rule_choice["threshold"])
+    held = answers_of(predictions, gold, rule, threshold)
     try:
-        return {"calibration": fit_calibration(held, source).to_dict()}
+        calibration = fit_calibration(held, source)
     except CalibrationError as exc:
         return {"error": str(exc)}
+    return with_runner_up(calibration, held, predictions, gold, threshold, source)
+
+
+def with_runner_up(
+    calibration: Any,
+    held: Any,
+    predictions: Any,
+    gold: Mapping[str, list[str]],
+    threshold: float,
+    source: str,
+) -> dict[str, Any]:
+    """``{"calibration": ...}`` with its runner-up part (``decoding.runner_up_confidence``)
+    when these questions fit one that beats the share of what is left; else without it, and
+    ``runner_up_error`` saying why."""
+    import dataclasses
+
+    from qa_finetune.decoding.confidence import CalibrationError
+    from qa_finetune.decoding.confidence_fit import confidence_of
+    from qa_finetune.decoding.runner_up_confidence import fit_runner_up
+
+    confidences = dict(zip(held.ids, confidence_of(calibration, held).tolist(), strict=True))
+    abstained = {qid: bool(row["no_answer"]) for qid, row in zip(held.ids, held.rows, strict=True)}
+    try:
+        runner_up = fit_runner_up(predictions, gold, confidences, abstained, threshold, source)
+    except CalibrationError as exc:
+        return {"calibration": calibration.to_dict(), "runner_up_error": str(exc)}
+    return {"calibration": dataclasses.replace(calibration, runner_up=runner_up).to_dict()}
 
 
 def _v2_choices(

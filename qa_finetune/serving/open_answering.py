@@ -21,6 +21,7 @@ from qa_finetune.inference.open_answers import (
     answers_from_readings,
     passage_windows,
     readings_from_logits,
+    retriever_name,
 )
 from qa_finetune.retrieval.retriever import Hit, Retriever
 from qa_finetune.runs.lookup import trained_with_no_answer
@@ -99,9 +100,10 @@ class CollectionReader:
             return answers
         use_rule = allow_no_answer or self.rule_by_default
         hits, answerer = windowed.hits, self.answerer
+        name = retriever_name(self.retriever)
 
         def finish(readings: list[PassageReading]) -> list[dict[str, Any]]:
-            found = answers_from_readings(answerer, [hits], [readings], top_k, use_rule)
+            found = answers_from_readings(answerer, [hits], [readings], top_k, use_rule, name)
             answers.set_result(found[0])
             return found[0]
 

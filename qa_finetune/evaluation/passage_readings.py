@@ -1,0 +1,90 @@
+"""The reading half of ``evaluate --open``: each (question, passage found for it) pair read
+as one SQuAD example, in shared batches, and the best span of each passage kept with what the
+choice across passages needs (``decoding.across_passages.PassageReading``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from qa_finetune.decoding.across_passages import PassageReading, passage_share
+from qa_finetune.modeling.predict import predict_features
+from qa_finetune.modeling.scoring import feature_offsets
+from qa_finetune.retrieval.retriever import Hit
+
+# Joins a question's id and a passage's rank into the id of one (question, passage) pair.
+_PAIR = "\x1f"
+
+
+def passage_readings(
+    loaded: Any,
+    questions: Sequence[dict[str, Any]],
+    found: Sequence[Sequence[Hit]],
+    first_place: int,
+) -> dict[str, list[PassageReading]]:
+    """Each question's reading of the best span in each of its ``found`` passages."""
+    readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
+    pairs = [
+        {
+            "id": f"{q['id']}{_PAIR}{first_place + place}",
+            "title": "",
+            "context": hit.passage.text,
+            "question": q["question"],
+            "answers": {"text": [], "answer_start": []},
+        }
+        for q, hits in zip(questions, found, strict=True)
+        for place, hit in enumerate(hits)
+    ]
+    if not pairs:
+        return readings
+    predictions = _read(loaded, pairs)
+    retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
+    for pair_id, nbest in predictions.nbest.items():
+        question_id, place = pair_id.rsplit(_PAIR, 1)
+        if not nbest:
+            continue
+        best = nbest[0]
+        null = best["score"] + predictions.null_score_diff[pair_id]  # the passage's null
+        readings[question_id].append(
+            PassageReading(
+                int(place),
+                best["text"],
+                best["start"],
+                best["end"],
+                best["score"],
+                predictions.no_answer_score.get(pair_id, float("inf")),
+                null,
+                retrieval[question_id][int(place) - first_place],
+                predictions.signals.get(pair_id),
+                passage_share(best["score"], [c["score"] for c in nbest], null),
+            )
+        )
+    return readings
+
+
+def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
+    """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
+    from qa_finetune.data.loading import to_dataset
+    from qa_finetune.decoding.spans import postprocess_predictions
+    from qa_finetune.evaluation.evaluate import evaluation_features
+
+    examples = to_dataset(pairs)
+    features = evaluation_features(examples, loaded.tokenizer, loaded.spec)
+    pad = getattr(loaded.tokenizer, "pad_token_id", None)
+    start, end = predict_features(
+        loaded.model, features, loaded.settings.batch_size, pad_token_id=pad
+    )
+    return postprocess_predictions(
+        list(examples["id"]),
+        list(examples["context"]),
+        list(features["example_id"]),
+        start,
+        end,
+        feature_offsets(features, start.shape[1]),
+        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
+        n_best=loaded.settings.n_best,
+        max_answer_length=loaded.settings.max_answer_length,
+        rule=loaded.rule,
+    )
