@@ -46,11 +46,19 @@ def main() -> None:
     parser.add_argument("--data", required=True)
     parser.add_argument("--questions", type=int, default=600)
     parser.add_argument("--read", type=int, default=0, help="passages read per question (0: none)")
+    parser.add_argument(
+        "--encoder", default=None, help="sentence encoder folder or id (default: the embedded one)"
+    )
+    parser.add_argument(
+        "--halves",
+        action="store_true",
+        help="also recall on the even- and odd-numbered questions: choose on one, report the other",
+    )
     args = parser.parse_args()
     everything = plain.load_examples(args.data, None)
     questions = spread_sample(everything.records, args.questions)
     index, numbers = collection_of(everything.records)
-    encoder = SentenceEncoder.load()
+    encoder = SentenceEncoder.load(args.encoder) if args.encoder else SentenceEncoder.load()
     began = time.perf_counter()
     passages = encode_cached(encoder, index.texts)
     embedded = time.perf_counter() - began
@@ -80,12 +88,18 @@ def main() -> None:
         [n for n, _ in reciprocal_rank_fusion([bm, de], 20)]
         for bm, de in zip(rows["bm25"], rows["dense"], strict=True)
     ]
-    print("| retrieval | recall@1 | recall@5 | recall@20 |")
-    print("|---|---|---|---|")
+    halves = ("even @1 / @5 / @20", "odd @1 / @5 / @20") if args.halves else ()
+    print("| retrieval | recall@1 | recall@5 | recall@20 |" + "".join(f" {h} |" for h in halves))
+    print("|---|---|---|---|" + "---|" * len(halves))
     figures = {}
     for name, ranking in rows.items():
-        figures[name] = recall([[int(n) for n in r] for r in ranking], gold)
-        print(f"| {name} | " + " | ".join(f"{v:.2f}" for v in figures[name]) + " |")
+        ranked = [[int(n) for n in r] for r in ranking]
+        figures[name] = recall(ranked, gold)
+        line = f"| {name} | " + " | ".join(f"{v:.2f}" for v in figures[name]) + " |"
+        for parity in range(len(halves)):
+            part = recall(ranked[parity::2], gold[parity::2])
+            line += " " + " / ".join(f"{v:.2f}" for v in part) + " |"
+        print(line)
     Path("outputs").mkdir(exist_ok=True)
     Path("outputs/fusion_choice.json").write_text(json.dumps(figures, indent=1), "utf-8")
     if args.read:

@@ -11,11 +11,13 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.decoding.across_passages import choose_across_passages, is_confident
-from qa_finetune.evaluation.open_evaluation import _readings
+from qa_finetune.evaluation.passage_readings import passage_readings
 from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.scoring import references, score
 
 WEIGHTS = (0.0, 2.0, 4.0, 6.0)
+# The weights whose two-step reading (the lead and the choice both with that weight) is shown.
+TWO_STEP_WEIGHTS = (2.0, 4.0)
 
 
 def print_reading(
@@ -25,7 +27,7 @@ def print_reading(
     index.add_vectors(passages, encoder)
     found = [index.search(q["question"], args.read) for q in questions]
     loaded = load_for_answering(args.model, tune_batch=True)
-    readings = _readings(loaded, questions, found, 0)
+    readings = passage_readings(loaded, questions, found, 0)
     gold = references(questions)
     runner_up = {
         q["id"]: hits[1].score if len(hits) > 1 else None
@@ -45,23 +47,34 @@ def print_reading(
     for k in (1, 2, 3, 5):
         if k <= args.read:
             print(f"| {k} | " + " | ".join(f"{f1(k, w):.2f}" for w in WEIGHTS) + " |")
-    print("\n| K | confident at | F1 | settled by 1 passage | passages read (mean) |")
-    print("|---|---|---|---|---|")
-    for margin in (None, 12.0, 16.0, 20.0, 24.0):
-        answers, reads = {}, []
-        for question_id, read in readings.items():
-            first = [r for r in read if r.passage == 0]
-            available = len({r.passage for r in read})
-            settled = margin is not None and is_confident(
-                first, 0.0, False, margin, runner_up[question_id]
+    print(
+        "\n| K | retrieval weight | confident at | F1 | F1 even / odd questions "
+        "| settled by 1 passage | passages read (mean) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    order = [q["id"] for q in questions]
+    for weight in TWO_STEP_WEIGHTS:
+        for margin in (None, 12.0, 16.0, 20.0, 24.0):
+            answers, reads = {}, []
+            for question_id, read in readings.items():
+                first = [r for r in read if r.passage == 0]
+                available = len({r.passage for r in read})
+                settled = margin is not None and is_confident(
+                    first, 0.0, False, margin, runner_up[question_id], weight
+                )
+                kept = first if settled else read
+                reads.append(1 if settled else max(available, 1))
+                chosen = choose_across_passages(kept, 0.0, False, weight)
+                answers[question_id] = chosen[0][0].text if chosen else ""
+            share = 100.0 * sum(r == 1 for r in reads) / len(reads)
+            shown = "all at once" if margin is None else f"{margin:g}"
+            halves = " / ".join(f"{half_f1(answers, gold, order[p::2]):.2f}" for p in (0, 1))
+            print(
+                f"| {args.read} | {weight:g} | {shown} | {score(answers, gold, False)['f1']:.2f} "
+                f"| {halves} | {share:.0f}% | {sum(reads) / len(reads):.2f} |"
             )
-            kept = first if settled else read
-            reads.append(1 if settled else max(available, 1))
-            chosen = choose_across_passages(kept, 0.0, False)
-            answers[question_id] = chosen[0][0].text if chosen else ""
-        share = 100.0 * sum(r == 1 for r in reads) / len(reads)
-        shown = "all at once" if margin is None else f"{margin:g}"
-        print(
-            f"| {args.read} | {shown} | {score(answers, gold, False)['f1']:.2f} | {share:.0f}% | "
-            f"{sum(reads) / len(reads):.2f} |"
-        )
+
+
+def half_f1(answers: dict[str, str], gold: dict[str, list[str]], ids: list[str]) -> float:
+    """F1 of the answers to the questions ``ids`` only."""
+    return score({i: answers[i] for i in ids}, {i: gold[i] for i in ids}, False)["f1"]

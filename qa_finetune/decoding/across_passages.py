@@ -67,6 +67,7 @@ def is_confident(
     use_rule: bool,
     margin: float = CONFIDENT_MARGIN,
     runner_up: float | None = None,
+    retrieval_weight: float = RETRIEVAL_WEIGHT,
 ) -> bool:
     """Whether the first passage's readings settle the question: its lead is at least
     ``margin`` logits (and the rule, when on, says it answers).
@@ -83,7 +84,7 @@ def is_confident(
     best = chosen[0][0]
     lead = best.span_score - best.null_score
     if runner_up is not None:
-        lead += RETRIEVAL_WEIGHT * (best.retrieval_score - runner_up)
+        lead += retrieval_weight * (best.retrieval_score - runner_up)
     return lead >= margin
 
 
