@@ -230,3 +230,30 @@ def test_a_question_alone_is_embedded_as_the_same_text_in_a_batch(
         assert alone.shape == (1, 384) and alone.dtype == np.float32
         assert float(alone[0] @ row) > 1 - 1e-5
         assert float(np.abs(alone[0] - row).max()) < 1e-4
+
+
+def test_a_family_without_segment_ids_embeds_as_its_own_forward_pass(
+    tmp_path: Path, family_tokenizer: Any, minilm_dir: Path
+) -> None:
+    # DistilBERT (like MPNet, all-mpnet-base-v2's family) takes no token_type_ids input.
+    from families import save_tiny_model
+    from transformers import TFAutoModel
+
+    tokenizer = family_tokenizer("distilbert")
+    folder = save_tiny_model("distilbert", tokenizer, tmp_path / "encoder")
+    for name in ("modules.json", "sentence_bert_config.json"):
+        shutil.copy(minilm_dir / name, folder / name)
+    shutil.copytree(minilm_dir / "1_Pooling", folder / "1_Pooling")
+    texts = ["The Ostra bridge opened in 1912.", "Who designed the bridge?"]
+    vectors = SentenceEncoder.load(str(folder)).encode(texts)
+    # Independently: the model's own hidden states, averaged under the mask, unit length.
+    encoded = tokenizer(texts, padding=True, return_tensors="np")
+    model = TFAutoModel.from_pretrained(str(folder))
+    hidden = model(
+        input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]
+    ).last_hidden_state.numpy()
+    mask = encoded["attention_mask"][..., None]
+    pooled = (hidden * mask).sum(axis=1) / mask.sum(axis=1)
+    pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+    assert vectors.shape == (2, pooled.shape[1])
+    assert float(np.abs(vectors - pooled).max()) < 1e-5

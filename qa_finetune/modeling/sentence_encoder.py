@@ -114,6 +114,8 @@ class SentenceEncoder:
             padding=True,
             return_tensors="np",
         )
+        # Families without segment ids (MPNet, RoBERTa's kind) refuse a token_type_ids input.
+        uses_types = "token_type_ids" in getattr(self.tokenizer, "model_input_names", ())
         if self._forward is None:
             model = self.model
 
@@ -121,7 +123,8 @@ class SentenceEncoder:
                 input_signature=[tf.TensorSpec([None, None], tf.int32)] * 3, reduce_retracing=True
             )
             def forward(ids: Any, mask: Any, types: Any) -> Any:
-                out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+                segments = {"token_type_ids": types} if uses_types else {}
+                out = model(input_ids=ids, attention_mask=mask, **segments)
                 return out.last_hidden_state
 
             self._forward = forward
