@@ -16,8 +16,9 @@ from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.scoring import references, score
 
 WEIGHTS = (0.0, 2.0, 4.0, 6.0)
-# The weights whose two-step reading (the lead and the choice both with that weight) is shown.
-TWO_STEP_WEIGHTS = (2.0, 4.0)
+# (choice, lead): the retrieval weights of the choice across passages and of the two-step lead
+# whose reading is shown.
+TWO_STEP_WEIGHTS = ((2.0, 2.0), (2.0, 4.0), (4.0, 4.0))
 
 
 def print_reading(
@@ -48,19 +49,19 @@ def print_reading(
         if k <= args.read:
             print(f"| {k} | " + " | ".join(f"{f1(k, w):.2f}" for w in WEIGHTS) + " |")
     print(
-        "\n| K | retrieval weight | confident at | F1 | F1 even / odd questions "
+        "\n| K | retrieval weight: choice / lead | confident at | F1 | F1 even / odd questions "
         "| settled by 1 passage | passages read (mean) |"
     )
     print("|---|---|---|---|---|---|---|")
     order = [q["id"] for q in questions]
-    for weight in TWO_STEP_WEIGHTS:
+    for weight, lead_weight in TWO_STEP_WEIGHTS:
         for margin in (None, 12.0, 16.0, 20.0, 24.0):
             answers, reads = {}, []
             for question_id, read in readings.items():
                 first = [r for r in read if r.passage == 0]
                 available = len({r.passage for r in read})
                 settled = margin is not None and is_confident(
-                    first, 0.0, False, margin, runner_up[question_id], weight
+                    first, 0.0, False, margin, runner_up[question_id], lead_weight
                 )
                 kept = first if settled else read
                 reads.append(1 if settled else max(available, 1))
@@ -70,8 +71,9 @@ def print_reading(
             shown = "all at once" if margin is None else f"{margin:g}"
             halves = " / ".join(f"{half_f1(answers, gold, order[p::2]):.2f}" for p in (0, 1))
             print(
-                f"| {args.read} | {weight:g} | {shown} | {score(answers, gold, False)['f1']:.2f} "
-                f"| {halves} | {share:.0f}% | {sum(reads) / len(reads):.2f} |"
+                f"| {args.read} | {weight:g} / {lead_weight:g} | {shown} "
+                f"| {score(answers, gold, False)['f1']:.2f} | {halves} | {share:.0f}% "
+                f"| {sum(reads) / len(reads):.2f} |"
             )
 
 
