@@ -13,13 +13,9 @@ import pytest
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.decoding.confidence import TEMPERATURE, Calibration, CalibrationError
 from qa_finetune.decoding.feature_logistic import FeatureLogistic
-from qa_finetune.decoding.open_confidence import (
-    OPEN_FEATURES,
-    FoundConfidence,
-    OpenCalibration,
-    fit_open_calibration,
-    open_features,
-)
+from qa_finetune.decoding.found_confidence import FoundConfidence
+from qa_finetune.decoding.open_confidence import OPEN_FEATURES, OpenCalibration, open_features
+from qa_finetune.decoding.open_confidence_fit import fit_open_calibration
 
 
 def reading(passage: int, text: str, retrieval: float) -> PassageReading:

@@ -15,11 +15,8 @@ from qa_finetune.decoding.confidence import TEMPERATURE, Calibration, Calibratio
 from qa_finetune.decoding.confident_answer import ranked_with, runner_up_confidence
 from qa_finetune.decoding.feature_logistic import FeatureLogistic
 from qa_finetune.decoding.no_answer import rank_answers
-from qa_finetune.decoding.runner_up_confidence import (
-    RUNNER_UP_FEATURES,
-    fit_runner_up,
-    runner_up_features,
-)
+from qa_finetune.decoding.runner_up_confidence import fit_runner_up
+from qa_finetune.decoding.runner_up_features import RUNNER_UP_FEATURES, runner_up_features
 
 
 def logit(p: float) -> float:

@@ -27,9 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+# Re-exported: callers import the calibration's error and helpers from here.
+from qa_finetune.decoding.calibration_base import CalibrationError as CalibrationError
+from qa_finetune.decoding.calibration_base import damaged as damaged
+from qa_finetune.decoding.calibration_base import score_logit as score_logit
+from qa_finetune.decoding.calibration_base import sigmoid as sigmoid
 from qa_finetune.decoding.no_answer_rule import finite_numbers
 from qa_finetune.decoding.no_answer_signals import SIGNALS
-from qa_finetune.errors import QAFinetuneError
 
 if TYPE_CHECKING:
     from qa_finetune.decoding.feature_logistic import FeatureLogistic
@@ -49,12 +53,6 @@ FEATURES = (
     "no_answer",
     *(f"no_answer*{name}" for name in SIGNALS),
 )
-# A reader score of exactly 0 or 1 has infinite log-odds: clipped this far from the ends.
-_SCORE_EPSILON = 1e-6
-
-
-class CalibrationError(QAFinetuneError):
-    """A calibration cannot be fitted, read or applied."""
 
 
 def answer_features(
@@ -84,17 +82,6 @@ def reader_score(span_scores: Sequence[float], null: float | None, no_answer: bo
     peak = max(values)
     total = sum(math.exp(v - peak) for v in values)
     return math.exp(chosen - peak) / total
-
-
-def score_logit(scores: np.ndarray) -> np.ndarray:
-    """The log-odds of reader scores, clipped away from 0 and 1."""
-    clipped = np.clip(np.asarray(scores, dtype=np.float64), _SCORE_EPSILON, 1 - _SCORE_EPSILON)
-    return np.log(clipped) - np.log1p(-clipped)
-
-
-def sigmoid(values: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)), stable for large |x|."""
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(values, dtype=np.float64)))
 
 
 @dataclass(frozen=True)
@@ -210,7 +197,7 @@ def _provenance(values: Mapping[str, Any], source: str) -> dict[str, Any]:
     """Where a calibration was learnt, and its open-search part when it has one."""
     from qa_finetune.decoding.feature_logistic import FeatureLogistic
     from qa_finetune.decoding.open_confidence import OpenCalibration
-    from qa_finetune.decoding.runner_up_confidence import RUNNER_UP_FEATURES
+    from qa_finetune.decoding.runner_up_features import RUNNER_UP_FEATURES
 
     fitted_on, compared = values.get("fitted_on"), values.get("compared")
     warnings = values.get("warnings")
@@ -231,11 +218,3 @@ def _numbers(value: Any, length: int, key: str, source: str) -> tuple[float, ...
     if numbers is None:
         raise damaged(source, f"{key!r} must be {length} finite number(s)")
     return numbers
-
-
-def damaged(source: str, why: str) -> CalibrationError:
-    """The one error for a calibration that cannot be used, naming its source and the fix."""
-    return CalibrationError(
-        f"{source}: the confidence calibration is damaged ({why}): restore the file, or run "
-        "`qa-finetune calibrate` to fit it again"
-    )

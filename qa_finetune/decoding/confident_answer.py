@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from qa_finetune.decoding.confidence import Calibration, answer_features
+from qa_finetune.decoding.runner_up_features import runner_up_confidences
 
 if TYPE_CHECKING:
     from qa_finetune.decoding.feature_logistic import FeatureLogistic
@@ -55,8 +56,6 @@ def ranked_with(
     ``runner_up`` calibration (``decoding.runner_up_confidence``), or without one their shares
     of what the first leaves (``runner_up_confidence``); the first "not sure" below the
     minimum."""
-    from qa_finetune.decoding.runner_up_confidence import runner_up_confidences
-
     first = ranked[0]
     if runner_up is not None:
         later = runner_up_confidences(runner_up, ranked, confidence)

@@ -3,9 +3,7 @@ was learnt. The confidence of answers found by search (``decoding.open_confidenc
 answers after the first (``decoding.runner_up_confidence``) are each one of these, saved inside
 the run's ``calibration.json``.
 
-Fitting scores it by its log loss on answers it was not fitted on (K folds) against the
-confidence those answers get without it; it is kept only when it is better, since a
-calibration that loses to what answers already get would make their confidence worse.
+``decoding.feature_logistic_fit`` fits one.
 """
 
 from __future__ import annotations
@@ -16,12 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.confidence import CalibrationError, damaged, sigmoid
-from qa_finetune.decoding.confidence_fit import FOLDS, MIN_QUESTIONS, log_loss
-from qa_finetune.decoding.no_answer_fit import fit_logistic
+from qa_finetune.decoding.calibration_base import damaged, sigmoid
 from qa_finetune.decoding.no_answer_rule import finite_numbers
-
-LOGISTIC = "logistic"
 
 
 @dataclass(frozen=True)
@@ -42,7 +36,7 @@ class FeatureLogistic:
     def confidence(self, rows: Sequence[Mapping[str, float]]) -> np.ndarray:
         """The confidence of each answer from its features (a mapping by name)."""
         matrix = matrix_of(rows, self.features)
-        return _predict(matrix, self.mean, self.scale, self.weights, self.bias)
+        return predict(matrix, self.mean, self.scale, self.weights, self.bias)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (``from_dict`` reads them back)."""
@@ -95,71 +89,7 @@ def matrix_of(rows: Sequence[Mapping[str, float]], features: Sequence[str]) -> n
     )
 
 
-def fit_feature_logistic(
-    rows: Sequence[Mapping[str, float]],
-    correct: np.ndarray,
-    features: tuple[str, ...],
-    baseline: np.ndarray,
-    baseline_name: str,
-    what: str,
-    fitted_on: str,
-    seed: int = 0,
-) -> FeatureLogistic:
-    """The logistic calibration of ``what`` (e.g. "answers found by search") fitted on every
-    answer's features and whether it was right, kept only when its cross-validated log loss
-    beats ``baseline`` (the confidences those answers get without it, called
-    ``baseline_name``); a ``CalibrationError`` otherwise, or when the answers cannot fit one."""
-    right = np.asarray(correct, dtype=bool)
-    count = len(rows)
-    if count != len(right) or count != len(baseline):
-        raise ValueError(f"{count} feature rows for {len(right)} answers")
-    if int(right.sum()) in (0, count):
-        kind = "right" if count and right.all() else "wrong"
-        raise CalibrationError(
-            f"{fitted_on}: all {count} {what} are {kind}: their calibration needs both right "
-            "and wrong answers; hold out more questions"
-        )
-    matrix = matrix_of(rows, features)
-    compared = {
-        baseline_name: {"log_loss": round(log_loss(np.asarray(baseline), right), 6)},
-        LOGISTIC: {"log_loss": _cross_validated(matrix, right, seed)},
-    }
-    if compared[LOGISTIC]["log_loss"] >= compared[baseline_name]["log_loss"]:
-        raise CalibrationError(
-            f"{fitted_on}: a calibration of the {what} scored a log loss of "
-            f"{compared[LOGISTIC]['log_loss']:.4f} on held-out folds, no better than the "
-            f"{baseline_name.replace('_', ' ')} ({compared[baseline_name]['log_loss']:.4f}): "
-            "nothing saved; they keep it"
-        )
-    mean, scale, weights, bias = _fit(matrix, right)
-    warnings: tuple[str, ...] = ()
-    if count < MIN_QUESTIONS:
-        warnings = (
-            f"the calibration of the {what} was fitted on {count} answers (fewer than "
-            f"{MIN_QUESTIONS}): their confidence may be off by more than it says",
-        )
-    return FeatureLogistic(
-        features,
-        tuple(mean.tolist()),
-        tuple(scale.tolist()),
-        tuple(weights.tolist()),
-        bias,
-        fitted_on={"data": fitted_on, "answers": count, "correct_share": round(right.mean(), 4)},
-        compared=compared,
-        warnings=warnings,
-    )
-
-
-def _fit(matrix: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Mean, scale, weights and bias of the regression on the standardised columns."""
-    mean = matrix.mean(axis=0)
-    scale = matrix.std(axis=0)
-    scale = np.where(scale > 1e-12, scale, 1.0)  # a constant column gets weight 0 anyway
-    weights = fit_logistic((matrix - mean) / scale, right.astype(np.float64))
-    return mean, scale, weights[:-1], float(weights[-1])
-
-
-def _predict(
+def predict(
     matrix: np.ndarray,
     mean: Sequence[float],
     scale: Sequence[float],
@@ -168,14 +98,3 @@ def _predict(
 ) -> np.ndarray:
     standard = (matrix - np.asarray(mean)) / np.asarray(scale)
     return sigmoid(standard @ np.asarray(weights) + bias)
-
-
-def _cross_validated(matrix: np.ndarray, right: np.ndarray, seed: int) -> float:
-    """The log loss of the regression on each fold when fitted on the others."""
-    count = len(right)
-    fold = np.random.default_rng(seed).permutation(count) % min(FOLDS, count)
-    predicted = np.empty(count)
-    for k in np.unique(fold):
-        train, test = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
-        predicted[test] = _predict(matrix[test], *_fit(matrix[train], right[train]))
-    return round(log_loss(predicted, right), 6)

@@ -15,9 +15,10 @@ calibrator does with its retrieval features:
   retriever's units (so a calibration holds for the retriever it was fitted with only);
 - ``passages_read``: how many passages gave a reading (1 when the first one settled it).
 
-An L2 logistic regression on those (standardised) makes the confidence. It is fitted by
-``calibrate --open`` on held-out questions searched among their own file's contexts, and saved
-in the run's ``calibration.json`` under ``open``, with the retriever it was fitted for.
+An L2 logistic regression on those (standardised) makes the confidence. It is fitted
+(``decoding.open_confidence_fit``) by ``calibrate --open`` on held-out questions searched among
+their own file's contexts, and saved in the run's ``calibration.json`` under ``open``, with the
+retriever it was fitted for.
 """
 
 from __future__ import annotations
@@ -29,13 +30,8 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.decoding.across_passages import PassageReading
-from qa_finetune.decoding.confidence import Calibration, damaged, score_logit, sigmoid
-from qa_finetune.decoding.confident_answer import answer_confidence
-from qa_finetune.decoding.feature_logistic import (
-    FeatureLogistic,
-    fit_feature_logistic,
-    matrix_of,
-)
+from qa_finetune.decoding.calibration_base import damaged, score_logit
+from qa_finetune.decoding.feature_logistic import FeatureLogistic
 
 OPEN_FEATURES = (
     "passage_confidence",
@@ -74,34 +70,6 @@ def open_features(
 
 
 @dataclass(frozen=True)
-class FoundConfidence:
-    """The confidence of an answer found by search, and what it was made from."""
-
-    text: str  # the answer
-    confidence: float
-    passage: float  # its confidence in its passage: the run's calibration alone
-    features: dict[str, float]  # its ``open_features``
-
-    @classmethod
-    def of(
-        cls,
-        calibration: Calibration,
-        chosen: Sequence[tuple[PassageReading, float]],
-        retrieval_scores: Sequence[float],
-        retriever: str | None,
-    ) -> FoundConfidence:
-        """The first answer of ``chosen`` (not empty): its confidence from the run's open
-        calibration when that was fitted for ``retriever``, else its passage confidence."""
-        best = chosen[0][0]
-        passage = answer_confidence(calibration, best.text, best.passage_score, best.signals)
-        row = open_features(passage, chosen, retrieval_scores)
-        opened = calibration.open
-        if opened is None or not opened.applies_to(retriever):
-            return cls(best.text, passage, passage, row)
-        return cls(best.text, float(opened.confidence([row])[0]), passage, row)
-
-
-@dataclass(frozen=True)
 class OpenCalibration:
     """The calibration of answers found by ``retriever`` (see the module doc)."""
 
@@ -137,27 +105,3 @@ class OpenCalibration:
             raise damaged(where, f"'retriever' must be one of {', '.join(RETRIEVERS)}")
         logistic = FeatureLogistic.from_dict(values, where, OPEN_FEATURES)
         return cls(str(values["retriever"]), logistic)
-
-
-def fit_open_calibration(
-    rows: Sequence[Mapping[str, float]],
-    correct: np.ndarray,
-    retriever: str,
-    fitted_on: str,
-    seed: int = 0,
-) -> OpenCalibration:
-    """The open calibration fitted on every answer's ``open_features`` and whether it was
-    right (``decoding.feature_logistic``: kept only when it beats the passage confidence on
-    answers it was not fitted on); a ``CalibrationError`` otherwise."""
-    passage = sigmoid(matrix_of(rows, ("passage_confidence",))[:, 0])
-    logistic = fit_feature_logistic(
-        rows,
-        correct,
-        OPEN_FEATURES,
-        passage,
-        "passage_confidence",
-        "answers found by search",
-        fitted_on,
-        seed,
-    )
-    return OpenCalibration(retriever, logistic)

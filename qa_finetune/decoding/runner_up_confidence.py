@@ -24,59 +24,19 @@ those keep the share of what is left.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.confidence import score_logit
 from qa_finetune.decoding.confident_answer import runner_up_confidence
-from qa_finetune.decoding.feature_logistic import FeatureLogistic, fit_feature_logistic
+from qa_finetune.decoding.feature_logistic import FeatureLogistic
+from qa_finetune.decoding.feature_logistic_fit import fit_feature_logistic
 from qa_finetune.decoding.no_answer import rank_answers
-from qa_finetune.metrics import f1_score, v2_question_scores
+from qa_finetune.decoding.runner_up_features import RANKS, RUNNER_UP_FEATURES, runner_up_features
+from qa_finetune.metrics import v2_question_scores
 
-RUNNER_UP_FEATURES = (
-    "share",
-    "share_ratio",
-    "first_confidence",
-    "rank",
-    "overlap",
-    "no_answer",
-)
-# Candidates 2 to RANKS of each held-out list are fitted on (``--top-k 3`` is the usual ask).
-RANKS = 3
 SHARE_RULE = "share_of_the_rest"
-
-
-def runner_up_features(
-    answer: str, share: float, rank: int, first: Mapping[str, Any], first_confidence: float
-) -> dict[str, float]:
-    """The features of the candidate ``answer`` at ``rank`` (2, 3, ...) with reader ``share``,
-    after the ``first`` answer (its ``answer`` and ``score``) of confidence ``first_confidence``."""
-    logits = score_logit(np.array([share, first_confidence]))
-    ratio = math.log(max(share, 1e-12) / max(float(first["score"]), 1e-12))
-    return {
-        "share": float(logits[0]),
-        "share_ratio": ratio,
-        "first_confidence": float(logits[1]),
-        "rank": float(rank),
-        "overlap": f1_score(answer, first["answer"]) if answer and first["answer"] else 0.0,
-        "no_answer": float(not answer),
-    }
-
-
-def runner_up_confidences(
-    runner_up: FeatureLogistic, ranked: Sequence[Mapping[str, Any]], first_confidence: float
-) -> list[float]:
-    """The confidence of each answer of ``ranked`` after the first."""
-    if len(ranked) < 2:
-        return []
-    rows = [
-        runner_up_features(a["answer"], float(a["score"]), k, ranked[0], first_confidence)
-        for k, a in enumerate(ranked[1:], start=2)
-    ]
-    return [float(c) for c in runner_up.confidence(rows)]
 
 
 def fit_runner_up(

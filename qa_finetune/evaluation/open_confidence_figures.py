@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.open_confidence import FoundConfidence
+from qa_finetune.decoding.found_confidence import FoundConfidence
 
 
 def open_confidence_figures(

@@ -21,7 +21,7 @@ from qa_finetune.decoding.across_passages import (
     choose_across_passages,
     reads_more,
 )
-from qa_finetune.decoding.open_confidence import FoundConfidence
+from qa_finetune.decoding.found_confidence import FoundConfidence
 from qa_finetune.evaluation.open_confidence_figures import open_confidence_figures
 from qa_finetune.evaluation.passage_readings import passage_readings
 from qa_finetune.modeling.scoring import references, score

@@ -28,7 +28,7 @@ from qa_finetune.decoding.across_passages import (
     reads_more,
 )
 from qa_finetune.decoding.confident_answer import ranked_with
-from qa_finetune.decoding.open_confidence import FoundConfidence
+from qa_finetune.decoding.found_confidence import FoundConfidence
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.retrieval.retriever import Hit, Retriever
