@@ -7,11 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from qa_finetune.decoding.across_passages import PassageReading, passage_share
-from qa_finetune.modeling.predict import predict_features
-from qa_finetune.modeling.scoring import feature_offsets
+from qa_finetune.modeling.scoring import predict_and_decode
 from qa_finetune.retrieval.retriever import Hit
 
 # Joins a question's id and a passage's rank into the id of one (question, passage) pair.
@@ -67,24 +64,11 @@ def passage_readings(
 def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
     """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
     from qa_finetune.data.loading import to_dataset
-    from qa_finetune.decoding.spans import postprocess_predictions
     from qa_finetune.evaluation.evaluate import evaluation_features
 
     examples = to_dataset(pairs)
     features = evaluation_features(examples, loaded.tokenizer, loaded.spec)
-    pad = getattr(loaded.tokenizer, "pad_token_id", None)
-    start, end = predict_features(
-        loaded.model, features, loaded.settings.batch_size, pad_token_id=pad
-    )
-    return postprocess_predictions(
-        list(examples["id"]),
-        list(examples["context"]),
-        list(features["example_id"]),
-        start,
-        end,
-        feature_offsets(features, start.shape[1]),
-        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
-        n_best=loaded.settings.n_best,
-        max_answer_length=loaded.settings.max_answer_length,
-        rule=loaded.rule,
-    )
+    settings = loaded.settings
+    return predict_and_decode(
+        loaded.model, loaded.tokenizer, examples, features, settings, loaded.rule
+    )[0]

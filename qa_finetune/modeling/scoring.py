@@ -136,6 +136,42 @@ def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
     return float(np.mean((losses[0] + losses[1]) / 2)) if len(start) else None
 
 
+def predict_and_decode(
+    model: Any,
+    tokenizer: Any,
+    examples: Any,
+    features: Any,
+    inference_config: InferenceConfig,
+    rule: NoAnswerRule | None = None,
+    passes: int | None = None,
+    watch: Any = None,
+    **decoding: Any,
+) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The model's start/end logits for ``features`` and their decoded ``Predictions``
+    (n-best, null differences, no-answer scores) for ``examples``; ``decoding``: more
+    options of ``postprocess_predictions``."""
+    from qa_finetune.decoding.spans import postprocess_predictions
+
+    pad = getattr(tokenizer, "pad_token_id", None)
+    start, end = predict_features(
+        model, features, inference_config.batch_size, pad_token_id=pad, passes=passes, watch=watch
+    )
+    predictions = postprocess_predictions(
+        list(examples["id"]),
+        list(examples["context"]),
+        list(features["example_id"]),
+        start,
+        end,
+        feature_offsets(features, start.shape[1]),
+        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
+        n_best=inference_config.n_best,
+        max_answer_length=inference_config.max_answer_length,
+        rule=rule,
+        **decoding,
+    )
+    return predictions, start, end
+
+
 def evaluate_loaded(
     model: Any,
     tokenizer: Any,
@@ -161,25 +197,17 @@ def evaluate_loaded(
     ``passes``: batches run at once (``predict_features``; None: as the cores were shared);
     ``watch``: told each pass's seconds (``predict_features``).
     """
-    from qa_finetune.decoding.spans import postprocess_predictions
-
-    pad = getattr(tokenizer, "pad_token_id", None)
-    start, end = predict_features(
-        model, features, inference_config.batch_size, pad_token_id=pad, passes=passes, watch=watch
-    )
-    predictions = postprocess_predictions(
-        list(examples["id"]),
-        list(examples["context"]),
-        list(features["example_id"]),
-        start,
-        end,
-        feature_offsets(features, start.shape[1]),
-        cls_index=np.asarray(list(features["cls_index"]), dtype=np.int64),
-        n_best=inference_config.n_best,
-        max_answer_length=inference_config.max_answer_length,
+    predictions, start, end = predict_and_decode(
+        model,
+        tokenizer,
+        examples,
+        features,
+        inference_config,
+        rule,
+        passes,
+        watch,
         allow_no_answer=allow_no_answer,
         no_answer_threshold=inference_config.no_answer_threshold,
-        rule=rule,
     )
     null_diff = predictions.no_answer_score if allow_no_answer else None
     gold = references(examples)
