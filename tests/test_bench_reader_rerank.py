@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.studies.reader_rerank import recall, reranked
+from bench.studies.fusion_choice import recall_at
+from bench.studies.reader_rerank import reranked
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.retrieval.retriever import Hit, Passage
 
@@ -42,6 +43,6 @@ def test_a_passage_keeps_its_best_span_and_one_without_a_span_comes_last() -> No
 
 def test_recall_counts_the_gold_passage_within_k() -> None:
     rankings = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
-    assert recall(rankings, [2, 6, 0], 1) == 0.0
-    assert recall(rankings, [2, 6, 0], 2) == pytest.approx(100 / 3)
-    assert recall(rankings, [2, 6, 0], 3) == pytest.approx(200 / 3)
+    assert recall_at(rankings, [2, 6, 0], 1) == 0.0
+    assert recall_at(rankings, [2, 6, 0], 2) == pytest.approx(100 / 3)
+    assert recall_at(rankings, [2, 6, 0], 3) == pytest.approx(200 / 3)

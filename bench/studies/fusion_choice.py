@@ -34,10 +34,13 @@ WEIGHTS = (5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 60.0)
 AT = (1, 5, 20)
 
 
+def recall_at(rankings: list[list[int]], gold: list[int], k: int) -> float:
+    """The share (in %) of questions whose gold passage is among the first ``k`` of its ranking."""
+    return 100.0 * sum(g in r[:k] for r, g in zip(rankings, gold, strict=True)) / max(len(gold), 1)
+
+
 def recall(rankings: list[list[int]], gold: list[int]) -> list[float]:
-    return [
-        100.0 * sum(g in r[:k] for r, g in zip(rankings, gold, strict=True)) / len(gold) for k in AT
-    ]
+    return [recall_at(rankings, gold, k) for k in AT]
 
 
 def main() -> None:

@@ -18,23 +18,27 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
+from bench.studies.fusion_choice import recall_at
+from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.evaluation import evaluate as plain
 from qa_finetune.evaluation.open_evaluation import collection_of, spread_sample
 from qa_finetune.evaluation.passage_readings import passage_readings
 from qa_finetune.modeling.embedding_cache import encode_cached
 from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.sentence_encoder import SentenceEncoder
+from qa_finetune.retrieval.retriever import Hit
 
 WEIGHTS = (0.0, 1.0, 2.0, 4.0, 8.0)
 AT = (1, 5)
 
 
-def reranked(readings: list, hits: list, weight: float) -> list[int]:
+def reranked(readings: Sequence[PassageReading], hits: Sequence[Hit], weight: float) -> list[int]:
     """The passage numbers of ``hits`` reordered by the reader's score (best first); a passage
     the reader gave no span keeps its place after the ones it scored."""
     best: dict[int, float] = {}
@@ -43,10 +47,6 @@ def reranked(readings: list, hits: list, weight: float) -> list[int]:
         best[reading.passage] = max(best.get(reading.passage, float("-inf")), score)
     order = sorted(range(len(hits)), key=lambda p: (-best.get(p, float("-inf")), p))
     return [hits[p].passage.number for p in order]
-
-
-def recall(rankings: list[list[int]], gold: list[int], k: int) -> float:
-    return 100.0 * sum(g in r[:k] for r, g in zip(rankings, gold, strict=True)) / max(len(gold), 1)
 
 
 def main() -> None:
@@ -82,10 +82,10 @@ def main() -> None:
     print(f"\n| ranking of the best {args.depth} | recall@1 | recall@5 | even @5 | odd @5 |")
     print("|---|---|---|---|---|")
     for name, ranking in rows.items():
-        cells = [recall(ranking, gold, k) for k in AT]
-        cells += [recall(ranking[p::2], gold[p::2], 5) for p in (0, 1)]
+        cells = [recall_at(ranking, gold, k) for k in AT]
+        cells += [recall_at(ranking[p::2], gold[p::2], 5) for p in (0, 1)]
         print(f"| {name} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
-    ceiling = recall(rows["hybrid (no rerank)"], gold, args.depth)
+    ceiling = recall_at(rows["hybrid (no rerank)"], gold, args.depth)
     print(f"\nrecall@{args.depth} (the ceiling): {ceiling:.2f}")
 
 
