@@ -22,6 +22,7 @@ from qa_finetune.cli.push import push
 from qa_finetune.cli.serve import serve
 from qa_finetune.cli.split import split
 from qa_finetune.cli.train import train
+from qa_finetune.cli.tune_encoder import tune_encoder
 
 # Locals are never shown in tracebacks: they can hold a Hub token.
 app = typer.Typer(
@@ -42,6 +43,7 @@ for _command in (
     calibrate,
     interpolate,
     index,
+    tune_encoder,
     export,
     serve,
     push,

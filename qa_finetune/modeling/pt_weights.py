@@ -45,8 +45,9 @@ def _pt_layout(array: np.ndarray, transpose: Any) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def pytorch_state_dict(model: Any) -> dict[str, np.ndarray]:
-    """The weights of a built TF model as a PyTorch ``state_dict`` of float32 numpy arrays."""
+def pytorch_state_dict(model: Any, keep_pooler: bool = False) -> dict[str, np.ndarray]:
+    """The weights of a built TF model as a PyTorch ``state_dict`` of float32 numpy arrays;
+    the pooler only with ``keep_pooler`` (a base model's, which PyTorch's ``AutoModel`` has)."""
     from transformers.modeling_tf_pytorch_utils import convert_tf_weight_name_to_pt_weight_name
 
     state: dict[str, np.ndarray] = {}
@@ -54,7 +55,7 @@ def pytorch_state_dict(model: Any) -> dict[str, np.ndarray]:
         name, transpose = convert_tf_weight_name_to_pt_weight_name(
             weight.name, start_prefix_to_remove="", tf_weight_shape=weight.shape
         )
-        if unused_by_pytorch_qa(name):
+        if unused_by_pytorch_qa(name) and not keep_pooler:
             continue
         if name in state:
             raise UnsupportedArchitectureError(
@@ -108,11 +109,11 @@ def _is_pooler_weight(tf_name: str) -> bool:
     return "/pooler/" in tf_name
 
 
-def save_pytorch_safetensors(model: Any, folder: Path) -> Path:
+def save_pytorch_safetensors(model: Any, folder: Path, keep_pooler: bool = False) -> Path:
     """Write ``folder/model.safetensors`` (PyTorch names, checked by a round trip)."""
     from safetensors.numpy import save_file
 
-    state = pytorch_state_dict(model)
+    state = pytorch_state_dict(model, keep_pooler)
     check_round_trip(model, state)
     path = Path(folder) / PT_WEIGHTS
     save_file(state, str(path), metadata={"format": "pt"})

@@ -55,13 +55,26 @@ class SentenceEncoder:
         cached = _LOADED.get((str(reference), digest))
         if cached is not None:
             return cached
+        _LOADED[(str(reference), digest)] = loaded = cls._read(reference, folder, digest)
+        return loaded
+
+    @classmethod
+    def fresh(cls, reference: str = DEFAULT_ENCODER) -> SentenceEncoder:
+        """The encoder ``reference`` names with a model of its own, outside the process's
+        cache: for training, whose weight changes must not reach other users of the base."""
+        folder = resolve_model_dir(reference)
+        config = sentence_config(folder, reference)
+        return cls._read(reference, folder, fingerprint(folder, config.pooling))
+
+    @classmethod
+    def _read(cls, reference: str, folder: Path, digest: str) -> SentenceEncoder:
+        config = sentence_config(folder, reference)
         tokenizer = load_tokenizer(folder)
-        model = _tf_encoder(folder)
+        model = tf_encoder(folder)
         dimension = int(model.config.hidden_size)
         length = min(config.max_length, int(getattr(model.config, "max_position_embeddings", 512)))
         info = EncoderInfo(str(reference), digest, dimension, config.pooling, length)
-        _LOADED[(str(reference), digest)] = loaded = cls(model, tokenizer, info)
-        return loaded
+        return cls(model, tokenizer, info)
 
     def encode(
         self,
@@ -134,7 +147,7 @@ class SentenceEncoder:
         return pool(hidden, mask, self.info.pooling)
 
 
-def _tf_encoder(folder: Path) -> Any:
+def tf_encoder(folder: Path) -> Any:
     """The TF encoder of ``folder`` (TF weights, or PyTorch safetensors copied in)."""
     from transformers import AutoConfig, TFAutoModel
 
