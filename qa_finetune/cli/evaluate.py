@@ -92,6 +92,15 @@ EvaluateRetrieverOption = Annotated[
     ),
 ]
 
+EvaluateEncoderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--encoder",
+        help="With --open: the sentence encoder of dense and hybrid search, a folder or Hub id "
+        "(a tuned one from tune-encoder) [default: the embedded all-MiniLM-L6-v2].",
+    ),
+]
+
 
 @friendly_errors
 def evaluate(
@@ -114,6 +123,7 @@ def evaluate(
     open_book: OpenOption = False,
     top_passages: TopPassagesOption = None,
     retriever: EvaluateRetrieverOption = None,
+    encoder: EvaluateEncoderOption = None,
     passes: PassesOption = None,
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
@@ -126,7 +136,7 @@ def evaluate(
     check_passes(passes)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book, top_passages)
     check_min_confidence(min_confidence)
-    check_retriever(retriever, open_book, "--open")
+    _check_search(retriever, encoder, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
         model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
@@ -145,7 +155,7 @@ def evaluate(
     loading["warn_untrained_head"] = not allow_untrained_head
     if open_book:
         top = top_passages or DEFAULT_TOP_PASSAGES
-        loading.update(retriever=retriever, min_confidence=min_confidence)
+        loading.update(retriever=retriever, encoder=encoder, min_confidence=min_confidence)
         _evaluate_open(model, where, allow_no_answer, max_samples, top, question_negatives, loading)
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
@@ -205,6 +215,24 @@ def _check_data(
         raise QAFinetuneError(
             "--question-negatives adds questions without an answer: pass --allow-no-answer too"
         )
+
+
+def _check_search(retriever: str | None, encoder: str | None, open_book: bool) -> None:
+    """``--retriever`` and ``--encoder`` only with ``--open`` (``--encoder`` only where dense
+    search runs), and the encoder a sentence encoder, before any work."""
+    check_retriever(retriever, open_book, "--open")
+    if encoder is None:
+        return
+    if not open_book or retriever == "bm25":  # ignored in silence otherwise
+        raise QAFinetuneError(
+            f"--encoder {encoder} is the sentence encoder of --open's dense and hybrid search: "
+            + ("add --open" if not open_book else "drop --retriever bm25")
+            + ", or drop --encoder"
+        )
+    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.retrieval.embedding import sentence_config
+
+    sentence_config(resolve_model_dir(encoder), encoder)
 
 
 def _former_flags(output_dir: Path | None, version_2: bool) -> bool:

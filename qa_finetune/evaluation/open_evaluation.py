@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -182,14 +183,13 @@ def evaluate_open(
     max_samples: int | None = None,
     top_passages: int = DEFAULT_TOP_PASSAGES,
     retriever: str | None = None,
+    encoder: str | None = None,
     **loading: Any,
 ) -> dict[str, Any]:
     """Score a model with and without the gold paragraphs on the same questions; writes the
-    ordinary report (gold paragraphs) plus ``open_predictions.json`` and the open figures in
-    ``metrics.json``, for each retriever (or ``retriever``) side by side, the headline one's
-    at the top level. ``loading``: ``load_for_answering``'s options."""
-    from pathlib import Path
-
+    ordinary report plus ``open_predictions.json`` and the open figures in ``metrics.json``,
+    for each retriever (or ``retriever``; dense search with ``encoder``, None: the default)
+    side by side, the headline one's at the top level. ``loading``: ``load_for_answering``'s."""
     from qa_finetune.evaluation import evaluate as plain
     from qa_finetune.evaluation import open_retrievers as side
     from qa_finetune.evaluation.results import finish, write_predictions
@@ -213,6 +213,7 @@ def evaluate_open(
         lambda prepared: open_scores(
             loaded, everything.records, questions, top_passages, allow_no_answer, prepared
         ),
+        encoder,
     )
     report_dir = Path(report_dir or plain._default_report_dir(run_dir_of(loaded.model_dir)))
     plain.check_report_dir(report_dir, [Path(data)])

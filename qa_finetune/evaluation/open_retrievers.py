@@ -1,9 +1,9 @@
 """``evaluate --open`` for each retriever side by side: BM25, dense and hybrid search of the
 same collection, each scored by recall@1/5/20 and by the reader's end-to-end EM/F1.
 
-The contexts are embedded once with the default sentence encoder (kept in the embedding
-cache, so a second evaluation of the same file does not embed them again); the questions are
-embedded as each search asks.
+The contexts are embedded once with the default sentence encoder, or the one ``--encoder``
+names (a tuned one: ``tune-encoder``), kept in the embedding cache, so a second evaluation of
+the same file does not embed them again; the questions are embedded as each search asks.
 """
 
 from __future__ import annotations
@@ -35,17 +35,20 @@ def headline(retrievers: tuple[str, ...]) -> str:
     return HEADLINE if HEADLINE in retrievers else retrievers[0]
 
 
-def add_embeddings(index: PassageIndex, retrievers: tuple[str, ...]) -> float:
-    """Embed the collection's passages when a dense or hybrid search is asked; the seconds
-    it took (0 when read from the cache or not needed)."""
+def add_embeddings(
+    index: PassageIndex, retrievers: tuple[str, ...], encoder: str | None = None
+) -> float:
+    """Embed the collection's passages with ``encoder`` (the default one when None) when a
+    dense or hybrid search is asked; the seconds it took (0 when read from the cache or not
+    needed)."""
     if retrievers == ("bm25",):
         return 0.0
     from qa_finetune.modeling.embedding_cache import encode_cached
     from qa_finetune.modeling.sentence_encoder import SentenceEncoder
 
     began = time.perf_counter()
-    encoder = SentenceEncoder.load()
-    index.add_vectors(encode_cached(encoder, index.texts), encoder)
+    loaded = SentenceEncoder.load(encoder) if encoder else SentenceEncoder.load()
+    index.add_vectors(encode_cached(loaded, index.texts), loaded)
     return round(time.perf_counter() - began, 3)
 
 
@@ -53,18 +56,21 @@ def side_by_side(
     prepared: tuple[PassageIndex, dict[str, int]],
     retrievers: tuple[str, ...],
     score: Callable[[tuple[PassageIndex, dict[str, int]]], tuple[dict[str, Any], Any]],
+    encoder: str | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """``score(prepared)`` with the index searching with each retriever in turn: the
     headline retriever's figures, with every retriever's under ``retrievers``, and the
-    headline retriever's answers."""
+    headline retriever's answers; ``encoder``: the sentence encoder of dense search."""
     index = prepared[0]
-    embedding_seconds = add_embeddings(index, retrievers)
+    embedding_seconds = add_embeddings(index, retrievers, encoder)
     figures, answers = {}, {}
     for name in retrievers:
         index.use(name, index.encoder)
         figures[name], answers[name] = score(prepared)
     chosen = headline(retrievers)
     top = {**figures[chosen], "retriever": chosen, "embedding_seconds": embedding_seconds}
+    if index.encoder is not None:
+        top["encoder"] = index.encoder.info.name
     return {**top, "retrievers": figures}, answers[chosen]
 
 
