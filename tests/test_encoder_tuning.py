@@ -377,3 +377,20 @@ def test_training_pools_as_search_pools(mode: str) -> None:
     expected = pool(hidden, mask, mode)
     got = tf_pool(hidden, mask, mode).numpy()
     assert np.abs(got - expected).max() < 1e-6
+
+
+def test_overwrite_replaces_only_a_folder_tune_encoder_made(tmp_path: Path) -> None:
+    train = _squad(tmp_path / "train.json", _fact_rows())
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine", "utf-8")
+    result = runner.invoke(
+        app, ["tune-encoder", "--train-file", str(train), "-o", str(mine), "--overwrite"]
+    )
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: {mine} is not empty and was not made by qa-finetune tune-encoder (it has no "
+        "tuning.json file): qa-finetune tune-encoder never replaces it; choose a new or empty "
+        "--output folder"
+    )
+    assert (mine / "notes.txt").read_text("utf-8") == "mine"

@@ -16,6 +16,7 @@ from qa_finetune.cli.options import (
     ValidationFileOption,
     fail,
     friendly_errors,
+    resolve,
 )
 
 EncoderOption = Annotated[
@@ -73,12 +74,9 @@ def tune_encoder(
 ) -> None:
     """Tune the sentence encoder of document search (index --encoder) on QA data: each
     question learns to find the passage that answers it."""
-    from qa_finetune.config import Config, apply_overrides, requested_values
-
     _check_output(output, overwrite)
-    flags = {"data": {"train_file": train_file, "validation_file": validation_file,
-                      "dataset": dataset}}  # fmt: skip
-    resolved = apply_overrides(Config(), requested_values(config, flags, set_))
+    data = {"train_file": train_file, "validation_file": validation_file, "dataset": dataset}
+    resolved = resolve(config, set_, data=data)
     if not (resolved.data.train_file or resolved.data.dataset):
         fail("no training data: qa-finetune tune-encoder --train-file FILE -o FOLDER")
     from qa_finetune.modeling.reference import resolve_model_dir
@@ -112,6 +110,11 @@ def _check_output(output: Path, overwrite: bool) -> None:
         fail(f"--output {output} is a file: name a folder")
     if output.is_dir() and any(output.iterdir()) and not overwrite:
         fail(f"--output {output} is not empty: name a new folder, or add --overwrite")
+    if overwrite:  # replaced only when this command made it (never a run or output root)
+        from qa_finetune.modeling.encoder_saving import TUNING_RECORD
+        from qa_finetune.runs.ownership import check_replaceable
+
+        check_replaceable(output, TUNING_RECORD, "qa-finetune tune-encoder", "--output")
 
 
 def _hooks(max_minutes: float | None) -> Any:

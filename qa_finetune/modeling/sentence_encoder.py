@@ -24,7 +24,13 @@ from qa_finetune.libraries.blas_threads import one_blas_thread
 from qa_finetune.modeling.families import PT_WEIGHTS
 from qa_finetune.modeling.reference import load_tokenizer, resolve_model_dir
 from qa_finetune.retrieval.bm25 import RetrievalError
-from qa_finetune.retrieval.embedding import EncoderInfo, fingerprint, pool, sentence_config
+from qa_finetune.retrieval.embedding import (
+    EncoderInfo,
+    SentenceConfig,
+    fingerprint,
+    pool,
+    sentence_config,
+)
 
 # The encoder `index` uses unless told otherwise: the embedded default model, which
 # sentence-transformers trained to place a question near the passage that answers it.
@@ -55,7 +61,7 @@ class SentenceEncoder:
         cached = _LOADED.get((str(reference), digest))
         if cached is not None:
             return cached
-        _LOADED[(str(reference), digest)] = loaded = cls._read(reference, folder, digest)
+        _LOADED[(str(reference), digest)] = loaded = cls._read(reference, folder, config, digest)
         return loaded
 
     @classmethod
@@ -64,11 +70,12 @@ class SentenceEncoder:
         cache: for training, whose weight changes must not reach other users of the base."""
         folder = resolve_model_dir(reference)
         config = sentence_config(folder, reference)
-        return cls._read(reference, folder, fingerprint(folder, config.pooling))
+        return cls._read(reference, folder, config, fingerprint(folder, config.pooling))
 
     @classmethod
-    def _read(cls, reference: str, folder: Path, digest: str) -> SentenceEncoder:
-        config = sentence_config(folder, reference)
+    def _read(
+        cls, reference: str, folder: Path, config: SentenceConfig, digest: str
+    ) -> SentenceEncoder:
         tokenizer = load_tokenizer(folder)
         model = tf_encoder(folder)
         dimension = int(model.config.hidden_size)
