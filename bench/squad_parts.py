@@ -2,11 +2,12 @@
 consecutive whole articles (about equal question counts), evaluate each part on its own, then
 merge the parts' predictions and score them once on the whole file with the official scorer.
 
-    python bench/squad_parts.py split ../shared/data/squad-v1.1-dev.json 4 /tmp/devparts
+    .venv/bin/python bench/squad_parts.py split ../shared/data/squad-v1.1-dev.json 4 /tmp/devparts
     # qa-finetune evaluate --model RUN --data /tmp/devparts/part-1.json --report-dir RUN/eval-part-1
     # ... one per part, then:
-    python bench/squad_parts.py merge RUN/eval-part-*/predictions.json --out RUN/eval/parts.json
-    qa-finetune evaluate --predictions RUN/eval/parts.json \\
+    .venv/bin/python bench/squad_parts.py merge RUN/eval-part-*/predictions.json \\
+        --out RUN/parts.json
+    qa-finetune evaluate --predictions RUN/parts.json \\
         --data ../shared/data/squad-v1.1-dev.json --report-dir RUN/eval
 
 Whole articles keep every question with its own paragraphs, so a part's windows and answers are
@@ -19,6 +20,9 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from qa_finetune.errors import QAFinetuneError
+from qa_finetune.evaluation.prediction_files import read_predictions
 
 
 def question_count(article: dict[str, Any]) -> int:
@@ -41,10 +45,11 @@ def split_articles(articles: list[dict[str, Any]], parts: int) -> list[list[dict
 
 
 def merge_predictions(paths: list[Path]) -> dict[str, str]:
-    """The union of official predictions files; an id answered in two files is an error."""
+    """The union of official predictions files (each read and checked as ``evaluate
+    --predictions`` reads it); an id answered in two files is an error."""
     merged: dict[str, str] = {}
     for path in paths:
-        answers = json.loads(path.read_text(encoding="utf-8"))
+        answers = read_predictions(path)
         twice = merged.keys() & answers.keys()
         if twice:
             raise SystemExit(f"{path}: {len(twice)} ids already answered in an earlier part")
@@ -71,7 +76,10 @@ def main() -> None:
             path.write_text(json.dumps({"version": squad.get("version"), "data": run}))
             print(f"{path}: {len(run)} articles, {sum(map(question_count, run))} questions")
         return
-    merged = merge_predictions(args.predictions)
+    try:
+        merged = merge_predictions(args.predictions)
+    except QAFinetuneError as exc:  # a part that is not an official predictions file: one line
+        raise SystemExit(str(exc)) from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(merged, ensure_ascii=False), encoding="utf-8")
     print(f"{args.out}: {len(merged)} answers from {len(args.predictions)} files")
