@@ -18,6 +18,7 @@ from qa_finetune.modeling.loading import has_trained_qa_head
 from qa_finetune.modeling.reference import check_qa_head, load_tokenizer
 from qa_finetune.runs.lookup import load_run_config, run_dir_of
 from qa_finetune.runs.paths import MODEL_DIR, RunPaths
+from qa_finetune.training.token_bridge import NoBridge, TokenBridge, find_bridge
 
 _KEY = "train.teacher"
 
@@ -85,9 +86,11 @@ def find_teacher(reference: str, output_dir: str, run_dir: Path) -> Teacher:
     return Teacher(reference, model_dir, run, _windows(model_dir, run))
 
 
-def check_teacher(teacher: Teacher, config: Config, tokenizer: Any) -> None:
-    """Refuse a teacher without a trained QA head, with another tokenizer than the student's
-    (``tokenizer``) or trained on other windows than the run's."""
+def check_teacher(teacher: Teacher, config: Config, tokenizer: Any) -> TokenBridge | None:
+    """Refuse a teacher without a trained QA head, with a tokenizer that cannot read the
+    student's (``tokenizer``) windows, or trained on other windows than the run's. Returns
+    the bridge to the teacher's ids where its tokenizer is another one with the same word
+    pieces (``token_bridge``), else None."""
     check_qa_head(teacher.model_dir)
     if not has_trained_qa_head(teacher.model_dir):
         raise QAFinetuneError(
@@ -95,18 +98,8 @@ def check_teacher(teacher: Teacher, config: Config, tokenizer: Any) -> None:
             "encoder: its answers would be random); distill from a run trained with "
             "`qa-finetune train` or from a QA model folder"
         )
-    theirs = load_tokenizer(teacher.model_dir)
-    if (
-        type(theirs).__name__ != type(tokenizer).__name__
-        or theirs.get_vocab() != tokenizer.get_vocab()
-    ):
-        raise QAFinetuneError(
-            f"teacher {teacher.reference} has another tokenizer ({type(theirs).__name__}, "
-            f"{len(theirs)} tokens) than the student ({type(tokenizer).__name__}, "
-            f"{len(tokenizer)} tokens): its logits are per token of the same windows; "
-            "distill into a model with the teacher's tokenizer, or set train.student_layers"
-        )
     ours = (config.preprocess.max_length, config.preprocess.stride)
+    bridge = _bridge(teacher, tokenizer, ours[0])
     if teacher.windows is not None and teacher.windows != ours:
         length, stride = teacher.windows
         raise QAFinetuneError(
@@ -114,6 +107,26 @@ def check_teacher(teacher: Teacher, config: Config, tokenizer: Any) -> None:
             f"stride {stride}, this run's are {ours[0]} and {ours[1]}: set --max-length "
             f"{length} --stride {stride} (preprocess.max_length, preprocess.stride)"
         )
+    return bridge
+
+
+def _bridge(teacher: Teacher, tokenizer: Any, max_length: int) -> TokenBridge | None:
+    """None for the student's own tokenizer; the bridge for the same word pieces under other
+    ids; a one-line refusal otherwise."""
+    theirs = load_tokenizer(teacher.model_dir)
+    if type(theirs).__name__ == type(tokenizer).__name__ and (
+        theirs.get_vocab() == tokenizer.get_vocab()
+    ):
+        return None
+    try:
+        return find_bridge(theirs, tokenizer, max_length)
+    except NoBridge as why:
+        raise QAFinetuneError(
+            f"teacher {teacher.reference} has another tokenizer ({type(theirs).__name__}, "
+            f"{len(theirs)} tokens) than the student ({type(tokenizer).__name__}, "
+            f"{len(tokenizer)} tokens) and cannot read the student's windows: {why}; "
+            "distill into a model with the teacher's tokenizer, or set train.student_layers"
+        ) from None
 
 
 def teacher_digest(teacher: Teacher) -> str:

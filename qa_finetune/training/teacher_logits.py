@@ -29,6 +29,7 @@ from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.predict import LOGIT_FILL, predict_features
 from qa_finetune.training.teacher import Teacher, teacher_digest
 from qa_finetune.training.tf_data import window_lengths
+from qa_finetune.training.token_bridge import TokenBridge, describe
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,13 @@ class TeacherLogits:
         return start, end
 
 
-def cache_key(digest: str, fingerprints: Sequence[str]) -> str:
-    """The cache folder's name: the teacher's digest, the features' fingerprints, the format."""
-    parts = {"format": CACHE_FORMAT, "teacher": digest, "features": list(fingerprints)}
+def cache_key(digest: str, fingerprints: Sequence[str], bridge: str | None = None) -> str:
+    """The cache folder's name: the teacher's digest, the features' fingerprints, the format
+    (and the token bridge, where the teacher reads the windows through one)."""
+    parts: dict[str, Any] = {"format": CACHE_FORMAT, "teacher": digest}
+    parts["features"] = list(fingerprints)
+    if bridge is not None:
+        parts["bridge"] = bridge
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -73,8 +78,24 @@ def _offsets(windows: Sequence[Any]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
+def _chunk_logits(
+    model: Any, chunk: Any, batch_size: int, bridge: TokenBridge | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start and end logits ``[windows, width]`` of ``chunk`` and the mask of the positions
+    that are the student's tokens (through ``bridge``: the teacher's layout, less the
+    separator it adds)."""
+    lengths = window_lengths(chunk)
+    if bridge is None:
+        start, end = predict_features(model, chunk, batch_size)
+        return start, end, np.arange(start.shape[1]) < lengths[:, None]
+    columns, added = bridge.teacher_columns(chunk)
+    start, end = predict_features(model, columns, batch_size)
+    teacher_lengths = lengths + (added >= 0)
+    return start, end, bridge.student_mask(teacher_lengths, added, start.shape[1])
+
+
 def _run_teacher(
-    teacher: Teacher, windows: Sequence[Any], batch_size: int
+    teacher: Teacher, windows: Sequence[Any], batch_size: int, bridge: TokenBridge | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The teacher's logits of every window, flat (float16), in the windows' order."""
     model = load_qa_model(teacher.model_dir)
@@ -82,8 +103,7 @@ def _run_teacher(
     for features in windows:
         for begin in range(0, len(features), _CHUNK):
             chunk = features.select(range(begin, min(begin + _CHUNK, len(features))))
-            start, end = predict_features(model, chunk, batch_size)
-            inside = np.arange(start.shape[1]) < window_lengths(chunk)[:, None]
+            start, end, inside = _chunk_logits(model, chunk, batch_size, bridge)
             starts.append(start[inside].astype(np.float16))
             ends.append(end[inside].astype(np.float16))
     return np.concatenate(starts), np.concatenate(ends)
@@ -111,11 +131,13 @@ def teacher_logits(
     fingerprints: Sequence[str],
     cache_root: Path,
     batch_size: int,
+    bridge: TokenBridge | None = None,
 ) -> TeacherLogits:
     """The logits of ``windows`` (datasets of training windows, in the order the window
-    index counts them), read from ``cache_root/teacher-logits/<key>`` or computed there."""
+    index counts them), read from ``cache_root/teacher-logits/<key>`` or computed there;
+    through ``bridge`` where the teacher's tokenizer has other ids."""
     digest = teacher_digest(teacher)
-    key = cache_key(digest, fingerprints)
+    key = cache_key(digest, fingerprints, describe(bridge))
     folder = Path(cache_root) / CACHE_DIR / key
     offsets = _offsets(windows)
     cached = _read(folder, offsets, key)
@@ -123,7 +145,7 @@ def teacher_logits(
         log.info("teacher logits: reused %s", folder)
         return cached
     log.info("teacher logits: running %s over %d windows", teacher.name, len(offsets) - 1)
-    start, end = _run_teacher(teacher, windows, batch_size)
+    start, end = _run_teacher(teacher, windows, batch_size, bridge)
     with staged_folder(folder) as staging:
         np.save(staging / "start.npy", start)
         np.save(staging / "end.npy", end)

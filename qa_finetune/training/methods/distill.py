@@ -31,6 +31,7 @@ from qa_finetune.training.methods.base import TrainingMethod, TrainStep
 from qa_finetune.training.prepare import CheckedModel, PreparedData
 from qa_finetune.training.teacher import Teacher, check_teacher, find_teacher, teacher_digest
 from qa_finetune.training.teacher_logits import TeacherLogits, teacher_logits
+from qa_finetune.training.token_bridge import TokenBridge
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class Distill(TrainingMethod):
         self.settings = config.train
         self.teacher = teacher
         self.logits: TeacherLogits | None = None  # set by prepare
+        self.bridge: TokenBridge | None = None  # set by check: another tokenizer's ids
 
     @classmethod
     def for_run(cls, config: Config, run_dir: Path) -> TrainingMethod:
@@ -139,7 +141,7 @@ class Distill(TrainingMethod):
         return type(ours) is type(theirs) and ours.get_vocab() == theirs.get_vocab()
 
     def check(self, config: Config, checked: CheckedModel) -> None:
-        check_teacher(self.teacher, config, checked.tokenizer)
+        self.bridge = check_teacher(self.teacher, config, checked.tokenizer)
         if self.settings.student_layers is not None:
             chosen_layers(self.settings.student_layers, teacher_layers(self.teacher.model_dir))
 
@@ -152,7 +154,9 @@ class Distill(TrainingMethod):
             windows.append(prepared.replay)
             fingerprints.append(prepared.replay_fingerprint or "replay")
         batch = config.inference.batch_size
-        self.logits = teacher_logits(self.teacher, windows, fingerprints, prepared.cache_dir, batch)
+        self.logits = teacher_logits(
+            self.teacher, windows, fingerprints, prepared.cache_dir, batch, self.bridge
+        )
         count = len(prepared.train)
         train = prepared.train.add_column(WINDOW_INDEX, list(range(count)))
         replay = prepared.replay
