@@ -123,15 +123,16 @@ def _pair(tokenizer: Any) -> dict[str, list[int]]:
     return dict(tokenizer(*_PROBE, return_token_type_ids=True))
 
 
-def _layout(ids: np.ndarray, teacher: Any, student: Any) -> bool:
+def _layout(ids: np.ndarray, pairs: tuple[dict, dict], separators: tuple[int, int]) -> bool:
     """Whether the teacher's pair template adds a separator after the first one (else the
-    templates agree); ``NoBridge`` when the rewritten probe is not the teacher's own call."""
-    ours, theirs = _pair(student), _pair(teacher)
+    templates agree), from the probe ``pairs`` (student's, teacher's) and ``separators``
+    (theirs too); ``NoBridge`` when the rewritten probe is not the teacher's own call."""
+    ours, theirs = pairs
     rewritten = ids[np.asarray(ours["input_ids"])].tolist()
     if rewritten == theirs["input_ids"]:
         return False
-    at = ours["input_ids"].index(student.sep_token_id) + 1
-    if [*rewritten[:at], teacher.sep_token_id, *rewritten[at:]] == theirs["input_ids"]:
+    at = ours["input_ids"].index(separators[0]) + 1
+    if [*rewritten[:at], separators[1], *rewritten[at:]] == theirs["input_ids"]:
         return True
     raise NoBridge(
         "on the same question and passage the teacher's tokens are not the student's "
@@ -147,7 +148,8 @@ def find_bridge(teacher: Any, student: Any, max_length: int) -> TokenBridge:
     if _splitting(teacher) != _splitting(student):
         raise NoBridge("they split text differently (normalizer, pre-tokenizer or word pieces)")
     ids = _id_map(teacher, student)
-    extra = _layout(ids, teacher, student)
+    pairs = _pair(student), _pair(teacher)
+    extra = _layout(ids, pairs, (student.sep_token_id, teacher.sep_token_id))
     type_ids = "token_type_ids" in teacher.model_input_names
     if type_ids and "token_type_ids" not in student.model_input_names:
         raise NoBridge("the teacher takes token type ids and the student's windows have none")
@@ -159,8 +161,8 @@ def find_bridge(teacher: Any, student: Any, max_length: int) -> TokenBridge:
         )
     bridge = TokenBridge(ids, student.sep_token_id, teacher.sep_token_id, extra, type_ids)
     if type_ids:
-        columns, _ = bridge.teacher_columns({k: [v] for k, v in _pair(student).items()})
-        if columns["token_type_ids"] != [_pair(teacher)["token_type_ids"]]:
+        columns, _ = bridge.teacher_columns({k: [v] for k, v in pairs[0].items()})
+        if columns["token_type_ids"] != [pairs[1]["token_type_ids"]]:
             raise NoBridge("the two lay out the token type ids of a pair differently")
     return bridge
 
