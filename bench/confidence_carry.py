@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.confidence import HeldOutAnswers, answers_of, fit_calibration
+from qa_finetune.calibration.logistic import CalibrationError
+from qa_finetune.calibration.metrics import summary
+from qa_finetune.calibration.no_answer_rule import tune_no_answer_threshold
 from qa_finetune.config import DataConfig
 from qa_finetune.data.records import read_records
-from qa_finetune.decoding.confidence import CalibrationError
-from qa_finetune.decoding.confidence_fit import HeldOutAnswers, answers_of, fit_calibration
-from qa_finetune.decoding.confidence_metrics import summary
 from qa_finetune.decoding.spans import Predictions
-from qa_finetune.decoding.threshold import tune_no_answer_threshold
 from qa_finetune.metrics import v2_question_scores
 
 SIZES = (25, 50, 100, 200, 400, 800)

@@ -83,6 +83,7 @@ def calibrated_tiny_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathF
     sample (58 questions, 23 without an answer): ``ROOT/copy``, returned. Read it only."""
     import shutil
 
+    from calibrating import keeping_any_calibration
     from sample_files import sample_data_path
 
     from qa_finetune.evaluation.calibrate import calibrate
@@ -94,7 +95,8 @@ def calibrated_tiny_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathF
         "preprocess:\n  max_length: 96\n  stride: 24\n", encoding="utf-8"
     )
     unanswerable = sample_data_path("unanswerable")
-    return calibrate(str(run_dir), str(unanswerable), output=root / "copy").run_dir
+    with keeping_any_calibration():
+        return calibrate(str(run_dir), str(unanswerable), output=root / "copy").run_dir
 
 
 @pytest.fixture(scope="session")

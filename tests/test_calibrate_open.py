@@ -14,9 +14,9 @@ import pytest
 from test_evaluate_open import squad_file
 from typer.testing import CliRunner
 
+from qa_finetune.calibration.logistic import FeatureLogistic
+from qa_finetune.calibration.open_search import OPEN_FEATURES, OpenCalibration
 from qa_finetune.cli.app import app
-from qa_finetune.decoding.feature_logistic import FeatureLogistic
-from qa_finetune.decoding.open_confidence import OPEN_FEATURES, OpenCalibration
 from qa_finetune.retrieval.building import build_index
 
 runner = CliRunner()

@@ -8,23 +8,26 @@ import math
 import numpy as np
 import pytest
 
-from qa_finetune.decoding.confidence import (
+from qa_finetune.calibration import confidence
+from qa_finetune.calibration.confidence import (
     FEATURES,
     LOGISTIC,
     TEMPERATURE,
     Calibration,
-    CalibrationError,
+    HeldOutAnswers,
     answer_features,
+    answers_of,
+    fit_calibration,
     reader_score,
 )
-from qa_finetune.decoding.confidence_fit import HeldOutAnswers, answers_of, fit_calibration
-from qa_finetune.decoding.confidence_metrics import (
+from qa_finetune.calibration.logistic import CalibrationError
+from qa_finetune.calibration.metrics import (
     auroc,
     expected_calibration_error,
     reliability,
     risk_coverage,
 )
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.no_answer_signals import SIGNALS
 from qa_finetune.decoding.spans import Predictions
 
@@ -103,9 +106,12 @@ def test_temperature_matches_the_hand_optimum() -> None:
     # One score (log-odds 2), 3 of 4 right: sigmoid(2 / T) = 0.75, so T = 2 / ln 3.
     score = 1 / (1 + math.exp(-2))
     held = _held([score] * 4, [True, True, True, False], [0.0, 1.0, 2.0, 3.0])
-    calibration = fit_calibration(held, "fixture.json", method=TEMPERATURE)
+    calibration = confidence._fit(held, np.arange(4), TEMPERATURE)
     assert calibration.temperature == pytest.approx(2 / math.log(3), rel=1e-6)
     assert calibration.confidence(held.rows, held.scores) == pytest.approx([0.75] * 4)
+    # That optimum is the constant (every answer 0.75): it learned nothing, and is refused.
+    with pytest.raises(CalibrationError, match="the confidence learned nothing"):
+        fit_calibration(held, "fixture.json", method=TEMPERATURE)
 
 
 def test_auto_picks_the_logistic_calibrator_when_the_features_know_better() -> None:
@@ -140,8 +146,17 @@ def test_all_right_answers_cannot_calibrate() -> None:
         fit_calibration(_held([0.5, 0.6], [True, True], [0.0, 1.0]), "dev.json")
 
 
+def _informative(count: int = 200) -> HeldOutAnswers:
+    """Held-out answers whose score and null gap both say which are right."""
+    rng = np.random.default_rng(1)
+    gap = rng.normal(size=count)
+    correct = gap + 0.5 * rng.normal(size=count) < 0
+    scores = 1 / (1 + np.exp(gap))
+    return _held(list(scores), list(correct), list(gap))
+
+
 def test_calibration_round_trips_and_damage_is_one_line() -> None:
-    held = _held([0.2, 0.7, 0.4, 0.9, 0.6], [False, True, False, True, True], [3, 0, 2, -1, 1])
+    held = _informative()
     for method in (TEMPERATURE, LOGISTIC):
         calibration = fit_calibration(held, "dev.json", method=method)
         back = Calibration.from_dict(calibration.to_dict(), "calibration.json")

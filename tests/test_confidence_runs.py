@@ -12,8 +12,8 @@ import pytest
 from sample_files import sample_data_path
 from typer.testing import CliRunner
 
+from qa_finetune.calibration.confidence import Calibration
 from qa_finetune.cli.app import app
-from qa_finetune.decoding.confidence import Calibration
 
 UNANSWERABLE = sample_data_path("unanswerable")
 ANSWERABLE = sample_data_path("validation")
@@ -54,12 +54,13 @@ def test_calibrate_saves_the_calibration_with_its_provenance(calibrated: Path) -
     values = json.loads((calibrated / "calibration.json").read_text())
     calibration = Calibration.from_dict(values, "calibration.json")
     assert calibration.method in ("temperature", "logistic")
-    assert set(calibration.compared) == {"temperature", "logistic"}
+    assert set(calibration.compared) == {"temperature", "logistic", "constant"}
     assert calibration.fitted_on["data"] == str(UNANSWERABLE)
     assert calibration.fitted_on["questions"] == 58
     assert calibration.fitted_on["unanswerable_share"] == round(23 / 58, 4)
-    # 58 questions, 23 without an answer: both below the minimums, so both are said.
-    assert len(calibration.warnings) == 2
+    # 58 questions, 23 without an answer, 5 documents: all below the minimums, all said.
+    assert calibration.fitted_on["documents"] == 5
+    assert len(calibration.warnings) == 3
     metrics = json.loads((calibrated / "metrics.json").read_text())
     assert metrics["calibration_method"] == calibration.method
     assert metrics["no_answer_rule_warnings"] == [

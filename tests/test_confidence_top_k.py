@@ -10,8 +10,8 @@ import pytest
 from sample_files import sample_data_path
 from typer.testing import CliRunner
 
+from qa_finetune.calibration.runner_up import share_of_the_rest
 from qa_finetune.cli.app import app
-from qa_finetune.decoding.confident_answer import runner_up_confidence
 
 UNANSWERABLE = sample_data_path("unanswerable")
 
@@ -32,15 +32,15 @@ def _pairs(count: int = 8) -> list[tuple[str, str]]:
 def test_a_runner_up_shares_what_the_first_leaves_capped_by_the_readers_ratio() -> None:
     # First right at 0.6 with score 0.5: 0.4 left for the other half of the scores; a
     # candidate holding 0.25 of them gets 0.4 * 0.25 / 0.5 = 0.2 (its cap: 0.6 * 0.5 = 0.3).
-    assert runner_up_confidence(0.6, 0.5, 0.25) == pytest.approx(0.2)
+    assert share_of_the_rest(0.6, 0.5, 0.25) == pytest.approx(0.2)
     # First right at 0.2: 0.8 left, 0.8 * 0.4 / 0.5 = 0.64 would rank it above the first;
     # capped at 0.2 * 0.4 / 0.5 = 0.16.
-    assert runner_up_confidence(0.2, 0.5, 0.4) == pytest.approx(0.16)
+    assert share_of_the_rest(0.2, 0.5, 0.4) == pytest.approx(0.16)
     # The first holding all of the score leaves nothing; a score of 0 gets 0.
-    assert runner_up_confidence(0.9, 1.0, 0.0) == 0.0
+    assert share_of_the_rest(0.9, 1.0, 0.0) == 0.0
     # A first score rounded to 1 beside a tiny one: the share would blow up, the cap holds
     # (0.9 * 1e-9).
-    assert runner_up_confidence(0.9, 1.0, 1e-9) == pytest.approx(9e-10)
+    assert share_of_the_rest(0.9, 1.0, 1e-9) == pytest.approx(9e-10)
 
 
 def test_every_answer_carries_a_confidence_the_first_as_alone(calibrated: Path) -> None:
@@ -55,7 +55,7 @@ def test_every_answer_carries_a_confidence_the_first_as_alone(calibrated: Path) 
         first = answers[0]
         assert first["confidence"] == single[0]["confidence"]
         for later in answers[1:]:
-            expected = runner_up_confidence(first["confidence"], first["score"], later["score"])
+            expected = share_of_the_rest(first["confidence"], first["score"], later["score"])
             assert later["confidence"] == pytest.approx(expected)
             assert later["confidence"] <= first["confidence"] + 1e-12
         assert sum(a["confidence"] for a in answers) <= 1.0 + 1e-9

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from qa_finetune.decoding.answerability import answerability, rank_auc
+from qa_finetune.calibration.metrics import answerability, rank_auc
 from qa_finetune.decoding.spans import Predictions
 
 

@@ -10,9 +10,9 @@ import random
 import numpy as np
 import pytest
 
+from qa_finetune.calibration.no_answer_rule import tune_no_answer_threshold
 from qa_finetune.decoding.no_answer import abstains
 from qa_finetune.decoding.spans import Predictions
-from qa_finetune.decoding.threshold import tune_no_answer_threshold
 from qa_finetune.metrics import squad_v2
 
 WORDS = ["red", "blue", "green", "small", "large", "the cat", "a dog", "ten"]

@@ -1,8 +1,8 @@
 """The package's layers, read from the source: every import points down, and none loops.
 
 From the bottom: errors/config (and the other plain modules beside them) -> data | documents |
-features -> decoding -> runs -> modeling -> training | inference | evaluation -> crossval |
-publish | serving -> labeling -> cli.
+features -> decoding | retrieval -> calibration -> runs -> modeling -> training | inference |
+evaluation -> crossval | publish | serving -> labeling -> cli.
 Modules of one layer's different packages never import each other (training, inference and
 evaluation share code through the layers below). Imports inside functions count: a lazy
 import is still a dependency, it only moves the cost.
@@ -36,20 +36,23 @@ LAYERS = {
     "decoding": 2,
     # The search index: passages of documents and their BM25 scores.
     "retrieval": 2,
-    "runs": 3,
-    "modeling": 4,
-    "training": 5,
-    "inference": 5,
-    "evaluation": 5,
+    # Everything fitted on held-out answers: the no-answer rule, the confidence calibrators,
+    # their features, fits and metrics (pure: a run's files of them are kept by runs).
+    "calibration": 3,
+    "runs": 4,
+    "modeling": 5,
+    "training": 6,
+    "inference": 6,
+    "evaluation": 6,
     # Cross-validation trains (training) and scores (evaluation) each fold.
-    "crossval": 6,
-    "publish": 6,
-    "serving": 6,
+    "crossval": 7,
+    "publish": 7,
+    "serving": 7,
     # The labeling page reuses the answering app's body guard and proposes a model's answers.
-    "labeling": 7,
-    "cli": 8,
+    "labeling": 8,
+    "cli": 9,
     # `python -m qa_finetune` runs the CLI.
-    "__main__": 9,
+    "__main__": 10,
 }
 # Plain modules of the bottom layer may import each other (cycles are checked below).
 BOTTOM = 0

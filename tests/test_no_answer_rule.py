@@ -13,10 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from calibrating import keeping_any_calibration
 from sample_files import sample_data_path
 
-from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule, fit_logistic
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule, NoAnswerRuleError
+from qa_finetune.calibration.logistic import fit_logistic
+from qa_finetune.calibration.no_answer_rule import (
+    NoAnswerRule,
+    NoAnswerRuleError,
+    choose_no_answer_rule,
+)
 from qa_finetune.decoding.no_answer_signals import SIGNALS
 from qa_finetune.decoding.spans import Predictions
 
@@ -159,7 +164,8 @@ def calibrated(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
     root = tmp_path_factory.mktemp("calibrated")
     source = _run(tiny_model_dir, root)
-    done = calibrate(str(source), str(UNANSWERABLE), "classifier", output=root / "copy")
+    with keeping_any_calibration():
+        done = calibrate(str(source), str(UNANSWERABLE), "classifier", output=root / "copy")
     return done.run_dir
 
 

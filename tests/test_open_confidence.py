@@ -1,4 +1,4 @@
-"""The confidence of answers found by search (``decoding.open_confidence``): its features
+"""The confidence of answers found by search (``calibration.open_search``): its features
 against a hand computation, its fit against the passage confidence, its round trip through
 ``calibration.json``, and a damaged ``open`` section refused in one line."""
 
@@ -10,12 +10,16 @@ import math
 import numpy as np
 import pytest
 
+from qa_finetune.calibration.answers import FoundConfidence
+from qa_finetune.calibration.confidence import TEMPERATURE, Calibration
+from qa_finetune.calibration.logistic import CalibrationError, FeatureLogistic
+from qa_finetune.calibration.open_search import (
+    OPEN_FEATURES,
+    OpenCalibration,
+    fit_open_calibration,
+    open_features,
+)
 from qa_finetune.decoding.across_passages import PassageReading
-from qa_finetune.decoding.confidence import TEMPERATURE, Calibration, CalibrationError
-from qa_finetune.decoding.feature_logistic import FeatureLogistic
-from qa_finetune.decoding.found_confidence import FoundConfidence
-from qa_finetune.decoding.open_confidence import OPEN_FEATURES, OpenCalibration, open_features
-from qa_finetune.decoding.open_confidence_fit import fit_open_calibration
 
 
 def reading(passage: int, text: str, retrieval: float) -> PassageReading:

@@ -1,4 +1,4 @@
-"""The calibrated confidence of the answers after the first (``decoding.runner_up_confidence``):
+"""The calibrated confidence of the answers after the first (``calibration.runner_up``):
 its features against a hand computation, its fit against the share of what the first leaves
 on held-out lists, its round trip through ``calibration.json``, and ``ranked_with`` using it."""
 
@@ -11,12 +11,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from qa_finetune.decoding.confidence import TEMPERATURE, Calibration, CalibrationError
-from qa_finetune.decoding.confident_answer import ranked_with, runner_up_confidence
-from qa_finetune.decoding.feature_logistic import FeatureLogistic
+from qa_finetune.calibration.answers import ranked_with
+from qa_finetune.calibration.confidence import TEMPERATURE, Calibration
+from qa_finetune.calibration.logistic import CalibrationError, FeatureLogistic
+from qa_finetune.calibration.runner_up import (
+    RUNNER_UP_FEATURES,
+    fit_runner_up,
+    runner_up_features,
+    share_of_the_rest,
+)
 from qa_finetune.decoding.no_answer import rank_answers
-from qa_finetune.decoding.runner_up_confidence import fit_runner_up
-from qa_finetune.decoding.runner_up_features import RUNNER_UP_FEATURES, runner_up_features
 
 
 def logit(p: float) -> float:
@@ -67,7 +71,7 @@ def test_ranked_with_a_runner_up_calibration_gives_each_later_answer_its_own() -
     assert given[1]["confidence"] > given[2]["confidence"]
     # Without one: the share of what the first leaves, as before.
     shared = ranked_with(ranked, 0.8)
-    assert shared[1]["confidence"] == pytest.approx(runner_up_confidence(0.8, 0.5, 0.2))
+    assert shared[1]["confidence"] == pytest.approx(share_of_the_rest(0.8, 0.5, 0.2))
 
 
 def test_a_runner_up_calibration_round_trips_and_a_damaged_one_is_one_line() -> None:

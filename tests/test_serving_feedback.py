@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import InferenceConfig
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 

@@ -31,9 +31,21 @@ def calibrated_run(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Pat
         tiny_model_dir, output, max_steps=2, calibrate="on", calibration_negatives=0.5
     ).to_dict()
     config["data"]["max_eval_samples"] = 20
+    from calibrating import keeping_any_calibration
+
     from qa_finetune.config import Config
 
-    return train(Config.from_dict(config))
+    with keeping_any_calibration():
+        return train(Config.from_dict(config))
+
+
+def _documents(questions: int) -> int:
+    """How many documents (titles) the first ``questions`` validation questions come from."""
+    from qa_finetune.config import DataConfig
+    from qa_finetune.data.records import read_records
+
+    records = read_records(VALIDATION, DataConfig())[:questions]
+    return len({r["title"] for r in records})
 
 
 def test_a_run_without_unanswerable_validation_questions_ends_calibrated(
@@ -50,6 +62,7 @@ def test_a_run_without_unanswerable_validation_questions_ends_calibrated(
         "unanswerable": 8,
         "unanswerable_share": round(8 / 28, 4),
         "correct_share": calibration.fitted_on["correct_share"],
+        "documents": _documents(20),
         "question_negatives": NEGATIVES,
     }
     metrics = json.loads((calibrated_run / "metrics.json").read_text(encoding="utf-8"))

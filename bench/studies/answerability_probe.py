@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.answerability import rank_auc
-from qa_finetune.decoding.no_answer_fit import fit_logistic
+from qa_finetune.calibration.logistic import fit_logistic
+from qa_finetune.calibration.metrics import rank_auc
 
 try:
     from bench._machine import machine_line

@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.metrics import rank_auc
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule, tune_no_answer_threshold
 from qa_finetune.data.question_negatives import SUFFIX as PARAGRAPH_SUFFIX
 from qa_finetune.data.swap_negatives import SUFFIX as SWAP_SUFFIX
-from qa_finetune.decoding.answerability import rank_auc
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.spans import Predictions
-from qa_finetune.decoding.threshold import tune_no_answer_threshold
 from qa_finetune.metrics import normalize_answer, squad_v2
 
 try:

@@ -4,7 +4,7 @@ Reads one ``qa-finetune evaluate --allow-no-answer`` report folder of a calibrat
 (``nbest_predictions.json``, ``no_answer_signals.json``, ``predictions.json``,
 ``confidence.json``), its data file and the run (its ``calibration.json`` and the threshold of
 its ``no_answer_rule.json``). Each question's list is ranked as ``ask --top-k 3
---allow-no-answer`` ranks it (``decoding.runner_up_confidence.later_candidates``: the answer
+--allow-no-answer`` ranks it (``calibration.runner_up.later_candidates``: the answer
 given first, "no answer" placed by the run's rule), and candidates 2 and 3 are judged right
 by exact match (or "no answer" on a question without one) against two confidences: the share
 of what the first leaves, and the run's runner-up calibration when it has one.
@@ -22,10 +22,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from qa_finetune.calibration.metrics import summary
+from qa_finetune.calibration.runner_up import later_candidates
 from qa_finetune.config import DataConfig
 from qa_finetune.data.records import read_records
-from qa_finetune.decoding.confidence_metrics import summary
-from qa_finetune.decoding.runner_up_confidence import later_candidates
 from qa_finetune.runs.calibration_file import read_calibration
 from qa_finetune.runs.no_answer_rule_file import read_rule
 

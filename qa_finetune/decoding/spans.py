@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qa_finetune.decoding.no_answer import abstains
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
+from qa_finetune.decoding.no_answer import NoAnswerScorer, abstains, null_gap_score
 from qa_finetune.decoding.no_answer_signals import (
     SIGNALS,
     question_signals,
@@ -108,7 +107,7 @@ def postprocess_predictions(
     max_answer_length: int = 30,
     allow_no_answer: bool = False,
     no_answer_threshold: float = 0.0,
-    rule: NoAnswerRule | None = None,
+    rule: NoAnswerScorer | None = None,
 ) -> Predictions:
     """Answers for a batch of examples from the logits of their features ``[F, L]``.
 
@@ -138,7 +137,7 @@ def postprocess_predictions(
         with_diff = np.bincount(feature_group, minlength=len(example_ids)) > 0
         logits = (start, end, offs, np.asarray(cls_index))
         signals = _signals(feature_group, len(example_ids), logits, bounds, score, prob)
-        no_answer = (rule or NoAnswerRule()).score(signals)
+        no_answer = null_gap_score(signals) if rule is None else rule.score(signals)
         if allow_no_answer:
             abstain |= abstains(no_answer, no_answer_threshold)
     return _collect(example_ids, entries, bounds, abstain, with_diff, no_answer, signals)

@@ -2,9 +2,9 @@
 and fit the confidence of its answers there.
 
 The run answers the held-out questions (SQuAD v2 style, some without an answer) once; the rule
-that scores best there (``decoding.no_answer_fit``: the null-score gap or a classifier on the
+that scores best there (``calibration.no_answer_rule``: the null-score gap or a classifier on the
 reader's outputs) and its threshold are saved with the run, and so is the calibration of its
-answers' confidence (``decoding.confidence_fit``, fitted on the answers that rule gives), so
+answers' confidence (``calibration.confidence``, fitted on the answers that rule gives), so
 ``ask``, ``evaluate``, ``serve`` and exports all decide "no answer" and say how sure they are
 with them. With ``output`` the run is copied first (the
 model's files linked where the file system allows, else copied) and only the copy changes: a
@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.decoding.confidence import Calibration, CalibrationError
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
+from qa_finetune.calibration.confidence import Calibration
+from qa_finetune.calibration.logistic import CalibrationError
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json
 from qa_finetune.files.staged_folders import has_no_write_bits, staged_folder

@@ -1,5 +1,5 @@
 """``calibrate --open``: fit the confidence of a run's answers found by search
-(``decoding.open_confidence``) on held-out questions, and save it in the run's
+(``calibration.open_search``) on held-out questions, and save it in the run's
 ``calibration.json`` beside the calibration it builds on.
 
 Every distinct context of the held-out file becomes one passage of an index in memory (as
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from qa_finetune.calibration.answers import FoundConfidence
+from qa_finetune.calibration.confidence import Calibration
+from qa_finetune.calibration.open_search import OpenCalibration
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
-from qa_finetune.decoding.confidence import Calibration
-from qa_finetune.decoding.found_confidence import FoundConfidence
-from qa_finetune.decoding.open_confidence import OpenCalibration
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files.staged_folders import has_no_write_bits, staged_folder
 from qa_finetune.runs.calibration_file import read_calibration, write_calibration
@@ -93,7 +93,7 @@ def open_calibration_of(
     batch_size: int | None = None,
 ) -> OpenCalibration:
     """The ``OpenCalibration`` of ``run`` fitted on ``data`` searched with ``retriever``."""
-    from qa_finetune.decoding.open_confidence_fit import fit_open_calibration
+    from qa_finetune.calibration.open_search import fit_open_calibration
     from qa_finetune.evaluation.evaluate import load_examples
     from qa_finetune.evaluation.open_evaluation import collection_of, read_passages, spread_sample
     from qa_finetune.evaluation.open_retrievers import add_embeddings

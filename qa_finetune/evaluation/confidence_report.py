@@ -2,7 +2,7 @@
 
 For today's ``score`` and, on a calibrated run, for ``confidence`` side by side: the expected
 calibration error (10 equal-width bins), the AUROC of right versus wrong answers, the
-risk-coverage curve (``decoding.confidence_metrics``) with its area and the coverage at 80% and
+risk-coverage curve (``calibration.metrics``) with its area and the coverage at 80% and
 90% accuracy. Files: ``confidence.json`` (the figures, the reliability bins and each
 question's numbers), ``reliability.png`` and ``risk_coverage.png``. With ``min_confidence``
 the answers below it are counted as "not sure" (answered "").
@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.confidence import CORRECT_MEANS, Calibration
-from qa_finetune.decoding.confidence_fit import answers_of
-from qa_finetune.decoding.confidence_metrics import BINS, summary
+from qa_finetune.calibration.confidence import CORRECT_MEANS, Calibration, answers_of
+from qa_finetune.calibration.metrics import BINS, summary
 from qa_finetune.files import write_json
 
 CONFIDENCE_FILES = ("confidence.json", "reliability.png", "risk_coverage.png")
@@ -72,7 +71,7 @@ def confidence_report(
 
 
 def _with_curve(found: dict[str, Any], values: np.ndarray, held: Any) -> dict[str, Any]:
-    from qa_finetune.decoding.confidence_metrics import risk_coverage
+    from qa_finetune.calibration.metrics import risk_coverage
 
     curve = risk_coverage(values, held.correct, held.f1)
     keep = np.unique(np.linspace(0, len(values) - 1, min(_CURVE_POINTS, len(values))).round())
@@ -90,7 +89,7 @@ def _plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from qa_finetune.decoding.confidence_metrics import risk_coverage
+    from qa_finetune.calibration.metrics import risk_coverage
 
     fig, axes = plt.subplots(1, len(figures), figsize=(5 * len(figures), 4.5), squeeze=False)
     for axis, (name, found) in zip(axes[0], figures.items(), strict=True):

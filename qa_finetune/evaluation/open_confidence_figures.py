@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.found_confidence import FoundConfidence
+from qa_finetune.calibration.answers import FoundConfidence
 
 
 def open_confidence_figures(
@@ -17,9 +17,9 @@ def open_confidence_figures(
     retriever: str | None,
 ) -> dict[str, Any]:
     """How trustworthy the confidence of the answers found by search is (ECE, AUROC, the
-    risk-coverage area; ``decoding.confidence_metrics``), beside the passage confidence
+    risk-coverage area; ``calibration.metrics``), beside the passage confidence
     alone, on every question answered (before any "not sure"); {} for an uncalibrated model."""
-    from qa_finetune.decoding.confidence_metrics import summary
+    from qa_finetune.calibration.metrics import summary
     from qa_finetune.metrics import v2_question_scores
 
     if calibration is None or not confidences:

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.answers import FoundConfidence
 from qa_finetune.decoding.across_passages import (
     CONFIDENT_MARGIN,
     DEFAULT_TOP_PASSAGES,
     choose_across_passages,
     reads_more,
 )
-from qa_finetune.decoding.found_confidence import FoundConfidence
 from qa_finetune.evaluation.open_confidence_figures import open_confidence_figures
 from qa_finetune.evaluation.passage_readings import passage_readings
 from qa_finetune.modeling.scoring import references, score
@@ -83,7 +83,7 @@ def read_passages(
     """The end-to-end answer of each question from up to ``top_passages`` passages, read as
     ``ask --index`` reads them: the best first, the others when it is not confident. A
     calibrated model's answers get their confidence as ``ask --index`` gives it
-    (``decoding.open_confidence``, ``retriever`` naming the search), kept in ``confidences``
+    (``calibration.open_search``, ``retriever`` naming the search), kept in ``confidences``
     with the features it came from; with the model's ``min_confidence``, an answer below it
     is "not sure": answered "" (abstaining), its question's id added to ``not_sure``."""
     threshold = loaded.settings.no_answer_threshold

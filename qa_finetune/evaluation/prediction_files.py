@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.decoding.answerability import answerability
+from qa_finetune.calibration.metrics import answerability
 from qa_finetune.decoding.spans import Predictions
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import read_text, surrogate_problem

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.answers import with_confidence
+from qa_finetune.calibration.confidence import Calibration
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import InferenceConfig
-from qa_finetune.decoding.confidence import Calibration
-from qa_finetune.decoding.confident_answer import with_confidence
 from qa_finetune.decoding.no_answer import abstains, rank_answers
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.decoding.spans import Predictions, null_score, postprocess_predictions
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
@@ -60,7 +60,7 @@ class QuestionAnswerer:
     # The folder the model was loaded from (None when built in memory): a run's records,
     # such as whether it was trained with questions that have no answer, are found from it.
     model_dir: Path | None = None
-    # How the first answer gets its ``confidence`` (decoding.confidence); None: uncalibrated.
+    # How the first answer gets its ``confidence`` (calibration.confidence); None: uncalibrated.
     calibration: Calibration | None = None
     # Told the seconds of each forward pass, to check the profile (``modeling/live_check``).
     watch: Any = None
@@ -107,7 +107,7 @@ class QuestionAnswerer:
     ) -> list[dict[str, Any]]:
         """The ``top_k`` best answers: ``{answer, score, start, end}``, best first; a
         calibrated model adds the first answer's ``confidence`` (below the settings'
-        ``min_confidence``: "not sure", ``decoding.confident_answer``).
+        ``min_confidence``: "not sure", ``calibration.answers``).
 
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
         candidates (and the "no answer" candidate with ``allow_no_answer``, returned

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.answers import FoundConfidence, ranked_with
 from qa_finetune.decoding.across_passages import (
     CONFIDENT_MARGIN,
     DEFAULT_TOP_PASSAGES,
@@ -27,8 +28,6 @@ from qa_finetune.decoding.across_passages import (
     passage_share,
     reads_more,
 )
-from qa_finetune.decoding.confident_answer import ranked_with
-from qa_finetune.decoding.found_confidence import FoundConfidence
 from qa_finetune.features.windows import Windows
 from qa_finetune.inference.answerer import QuestionAnswerer
 from qa_finetune.retrieval.retriever import Hit, Retriever
@@ -167,7 +166,7 @@ def answers_from_readings(
     retriever: str | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Each question's ``top_k`` answers chosen across all its passages' readings, with
-    their confidence when the model is calibrated (``decoding.open_confidence``: from its
+    their confidence when the model is calibrated (``calibration.open_search``: from its
     open calibration when that was fitted for ``retriever``, the search's name)."""
     threshold = answerer.settings.no_answer_threshold
     answers = []

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qa_finetune.calibration.confidence import Calibration
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import Config, InferenceConfig
-from qa_finetune.decoding.confidence import Calibration
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.features.windows import (
     DEFAULT_STRIDE,
@@ -127,7 +127,7 @@ def _tune_batch(loaded: LoadedModel) -> None:
 def no_answer_rule(model_dir: Path, exported: Mapping[str, Any]) -> NoAnswerRule:
     """The run's saved rule (``no_answer_rule.json``), else the export's (``qa_config.json``),
     else the null-score gap; a damaged or missing rule file is an ``InferenceError``."""
-    from qa_finetune.decoding.no_answer_rule import NoAnswerRuleError
+    from qa_finetune.calibration.no_answer_rule import NoAnswerRuleError
     from qa_finetune.runs.lookup import run_dir_of, run_rule
 
     run_dir = run_dir_of(model_dir)
@@ -146,7 +146,7 @@ def no_answer_rule(model_dir: Path, exported: Mapping[str, Any]) -> NoAnswerRule
 def answer_calibration(model_dir: Path, exported: Mapping[str, Any]) -> Calibration | None:
     """The run's ``calibration.json``, else the export's (``qa_config.json``), else None; a
     damaged or missing calibration file is an ``InferenceError``."""
-    from qa_finetune.decoding.confidence import CalibrationError
+    from qa_finetune.calibration.logistic import CalibrationError
     from qa_finetune.runs.calibration_file import read_calibration
     from qa_finetune.runs.lookup import run_dir_of
 

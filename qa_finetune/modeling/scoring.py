@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.held_out import held_out_choices
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import InferenceConfig
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.metrics import squad_v1, squad_v2
 from qa_finetune.modeling.predict import predict_features
 
@@ -35,91 +36,19 @@ def score(
     return {"exact_match": scores.pop("exact"), **scores}
 
 
+def _columns(examples: Any) -> list[str]:
+    """The column names of a Dataset, or of the first of a list of records."""
+    if hasattr(examples, "column_names"):
+        return list(examples.column_names)
+    return list(examples[0]) if len(examples) else []
+
+
 def feature_offsets(features: Any, length: int) -> np.ndarray:
     """``offset_mapping`` of cached features as int64 ``[F, length, 2]``, -1 outside context."""
     from qa_finetune.features.arrays import Ragged
 
     column = features.with_format("arrow")[:].column("offset_mapping")
     return Ragged.from_arrow(column).padded(width=length, fill=-1)
-
-
-def rule_choice(predictions: Any, gold: Mapping[str, list[str]], mode: str) -> dict[str, Any]:
-    """The no-answer rule and threshold ``gold``'s questions choose, as JSON-ready values:
-    ``rule``, ``threshold``, ``compared`` (each candidate's F1 and AUC) and ``reason``."""
-    from qa_finetune.decoding.no_answer_fit import choose_no_answer_rule, rule_size_warnings
-
-    choice = choose_no_answer_rule(predictions, gold, mode)
-    return {
-        "rule": choice.rule.to_dict(),
-        "threshold": choice.threshold,
-        "compared": choice.compared,
-        "reason": choice.reason,
-        "warnings": rule_size_warnings(gold),
-    }
-
-
-def calibration_choice(
-    predictions: Any, gold: Mapping[str, list[str]], rule_choice: Mapping[str, Any], source: str
-) -> dict[str, Any]:
-    """The confidence calibration ``gold``'s questions fit (``decoding.confidence_fit``),
-    their answers decided by the rule they chose: ``{"calibration": ...}``, or ``{"error":
-    ...}`` saying why these questions cannot fit one."""
-    from qa_finetune.decoding.confidence import CalibrationError
-    from qa_finetune.decoding.confidence_fit import answers_of, fit_calibration
-
-    rule = NoAnswerRule.from_dict(rule_choice["rule"], source)
-    threshold = float(rule_choice["threshold"])
-    held = answers_of(predictions, gold, rule, threshold)
-    try:
-        calibration = fit_calibration(held, source)
-    except CalibrationError as exc:
-        return {"error": str(exc)}
-    return with_runner_up(calibration, held, predictions, gold, threshold, source)
-
-
-def with_runner_up(
-    calibration: Any,
-    held: Any,
-    predictions: Any,
-    gold: Mapping[str, list[str]],
-    threshold: float,
-    source: str,
-) -> dict[str, Any]:
-    """``{"calibration": ...}`` with its runner-up part (``decoding.runner_up_confidence``)
-    when these questions fit one that beats the share of what is left; else without it, and
-    ``runner_up_error`` saying why."""
-    import dataclasses
-
-    from qa_finetune.decoding.confidence import CalibrationError
-    from qa_finetune.decoding.confidence_fit import confidence_of
-    from qa_finetune.decoding.runner_up_confidence import fit_runner_up
-
-    confidences = dict(zip(held.ids, confidence_of(calibration, held).tolist(), strict=True))
-    abstained = {qid: bool(row["no_answer"]) for qid, row in zip(held.ids, held.rows, strict=True)}
-    try:
-        runner_up = fit_runner_up(predictions, gold, confidences, abstained, threshold, source)
-    except CalibrationError as exc:
-        return {"calibration": calibration.to_dict(), "runner_up_error": str(exc)}
-    return {"calibration": dataclasses.replace(calibration, runner_up=runner_up).to_dict()}
-
-
-def _v2_choices(
-    predictions: Any, gold: Mapping[str, list[str]], rule_mode: str, source: str
-) -> dict[str, Any]:
-    """The best threshold here, the answerability figures, and the rule and calibration
-    these questions choose."""
-    from qa_finetune.decoding.answerability import answerability
-    from qa_finetune.decoding.threshold import tune_no_answer_threshold
-
-    threshold, tuned_f1 = tune_no_answer_threshold(predictions, gold)
-    choice = rule_choice(predictions, gold, rule_mode)
-    return {
-        "tuned_no_answer_threshold": threshold,
-        "tuned_f1": tuned_f1,
-        **answerability(predictions, gold),
-        "no_answer_rule_choice": choice,
-        "calibration_choice": calibration_choice(predictions, gold, choice, source),
-    }
 
 
 def qa_loss(start: np.ndarray, end: np.ndarray, features: Any) -> float | None:
@@ -192,7 +121,7 @@ def evaluate_loaded(
     ``decoding.spans.Predictions``). Questions abstain by ``rule`` (default: the null-score
     gap). v2 also gets the best threshold here, the answerability figures and
     ``no_answer_rule_choice``: the rule (of ``rule_mode``) these questions would choose
-    (``decoding.no_answer_fit``), and ``calibration_choice``: the confidence calibration they
+    (``calibration.no_answer_rule``), and ``calibration_choice``: the confidence calibration they
     fit (``source`` names them). Used by ``evaluate`` and by training after each validation.
     ``passes``: batches run at once (``predict_features``; None: as the cores were shared);
     ``watch``: told each pass's seconds (``predict_features``).
@@ -213,7 +142,8 @@ def evaluate_loaded(
     gold = references(examples)
     result = score(predictions.answers, gold, allow_no_answer, null_diff)
     if allow_no_answer:
-        result.update(_v2_choices(predictions, gold, rule_mode, source))
+        documents = len(set(examples["title"])) if "title" in _columns(examples) else None
+        result.update(held_out_choices(predictions, gold, rule_mode, source, documents))
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from qa_finetune.decoding.confidence import CORRECT_MEANS, CalibrationError
+from qa_finetune.calibration.confidence import CORRECT_MEANS
+from qa_finetune.calibration.logistic import CalibrationError
 from qa_finetune.runs.calibration_file import read_calibration
 from qa_finetune.runs.paths import RunPaths
 

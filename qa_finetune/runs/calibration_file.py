@@ -1,4 +1,4 @@
-"""A run's ``calibration.json``: how its answers get their confidence (``decoding.confidence``).
+"""A run's ``calibration.json``: how its answers get their confidence (``calibration.confidence``).
 
 Written by ``calibrate`` and at the end of training; read wherever the run answers. A run
 whose ``metrics.json`` records a calibration but whose file is gone is an error, never a
@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.decoding.confidence import Calibration, CalibrationError, damaged
+from qa_finetune.calibration.confidence import Calibration
+from qa_finetune.calibration.logistic import CalibrationError, damaged
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json
 from qa_finetune.runs.paths import RunPaths

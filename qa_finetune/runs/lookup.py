@@ -61,7 +61,7 @@ def run_config(model_dir: Path) -> Config | None:
     if run_dir is None:
         return None
     path = RunPaths(run_dir).config
-    from qa_finetune.decoding.no_answer_rule import NoAnswerRuleError
+    from qa_finetune.calibration.no_answer_rule import NoAnswerRuleError
 
     try:
         return with_tuned_threshold(run_dir, load_run_config(run_dir))
@@ -113,7 +113,7 @@ def run_rule(run_dir: Path) -> SavedRule | None:
     A run whose ``metrics.json`` says it chose a classifier but whose rule file is gone fails
     here: answering with the null-score gap and the classifier's threshold would be wrong.
     """
-    from qa_finetune.decoding.no_answer_rule import CLASSIFIER, NoAnswerRuleError
+    from qa_finetune.calibration.no_answer_rule import CLASSIFIER, NoAnswerRuleError
     from qa_finetune.runs.no_answer_rule_file import read_rule
 
     saved = read_rule(run_dir)

@@ -2,7 +2,7 @@
 
 Written by training (``train.tune_no_answer_threshold``) and by ``calibrate``; read wherever a
 run answers (``runs.lookup.run_config`` for the threshold, ``run_rule`` for the rule). The file
-holds the rule (``decoding.no_answer_rule``), its ``threshold``, and what chose it: the
+holds the rule (``calibration.no_answer_rule``), its ``threshold``, and what chose it: the
 questions (``chosen_on``) and each candidate's held-out F1 and AUC (``compared``).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule, NoAnswerRuleError
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule, NoAnswerRuleError
 from qa_finetune.files import write_json
 from qa_finetune.runs.paths import RunPaths
 

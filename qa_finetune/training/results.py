@@ -11,8 +11,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import Config
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.modeling.scoring import evaluate_loaded
@@ -143,7 +143,7 @@ def save_rule_choice(run_dir: Path, choice: dict[str, Any], chosen_on: str) -> S
 def save_calibration(run_dir: Path, fitted: dict[str, Any]) -> dict[str, Any]:
     """Write the confidence calibration a validation fitted into the run; what metrics.json
     records of it (nothing, with a warning, when the validation could not fit one)."""
-    from qa_finetune.decoding.confidence import Calibration
+    from qa_finetune.calibration.confidence import Calibration
     from qa_finetune.runs.calibration_file import RECORDED_KEY, write_calibration
 
     if "calibration" not in fitted:

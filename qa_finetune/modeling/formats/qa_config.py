@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.decoding.confidence import Calibration
-from qa_finetune.decoding.no_answer_rule import NoAnswerRule
+from qa_finetune.calibration.confidence import Calibration
+from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.modeling.formats.base import OUTPUT_NAMES, input_names
 

@@ -1,7 +1,7 @@
 """The confidence of an answer found by search (``ask --index``, ``serve --index``,
 ``evaluate --open``): how likely it is right when the reader also had to find the passage.
 
-A run's calibration (``decoding.confidence``) is fitted on questions read with their own
+A run's calibration (``calibration.confidence``) is fitted on questions read with their own
 passage, so it says how likely an answer is right *if its passage holds the answer*. Found by
 search, the passage may be the wrong one, and a wrong passage often has a plausible span. An
 open calibration adds what the search knows, as Kamath, Jia and Liang's selective QA
@@ -16,7 +16,7 @@ calibrator does with its retrieval features:
 - ``passages_read``: how many passages gave a reading (1 when the first one settled it).
 
 An L2 logistic regression on those (standardised) makes the confidence. It is fitted
-(``decoding.open_confidence_fit``) by ``calibrate --open`` on held-out questions searched among
+(``fit_open_calibration``) by ``calibrate --open`` on held-out questions searched among
 their own file's contexts, and saved in the run's ``calibration.json`` under ``open``, with the
 retriever it was fitted for.
 """
@@ -29,9 +29,15 @@ from typing import Any
 
 import numpy as np
 
+from qa_finetune.calibration.logistic import (
+    FeatureLogistic,
+    damaged,
+    fit_feature_logistic,
+    matrix_of,
+    score_logit,
+    sigmoid,
+)
 from qa_finetune.decoding.across_passages import PassageReading
-from qa_finetune.decoding.calibration_base import damaged, score_logit
-from qa_finetune.decoding.feature_logistic import FeatureLogistic
 
 OPEN_FEATURES = (
     "passage_confidence",
@@ -105,3 +111,27 @@ class OpenCalibration:
             raise damaged(where, f"'retriever' must be one of {', '.join(RETRIEVERS)}")
         logistic = FeatureLogistic.from_dict(values, where, OPEN_FEATURES)
         return cls(str(values["retriever"]), logistic)
+
+
+def fit_open_calibration(
+    rows: Sequence[Mapping[str, float]],
+    correct: np.ndarray,
+    retriever: str,
+    fitted_on: str,
+    seed: int = 0,
+) -> OpenCalibration:
+    """The open calibration fitted on every answer's ``open_features`` and whether it was
+    right (``calibration.logistic``: kept only when it beats the passage confidence on
+    answers it was not fitted on); a ``CalibrationError`` otherwise."""
+    passage = sigmoid(matrix_of(rows, ("passage_confidence",))[:, 0])
+    logistic = fit_feature_logistic(
+        rows,
+        correct,
+        OPEN_FEATURES,
+        passage,
+        "passage_confidence",
+        "answers found by search",
+        fitted_on,
+        seed,
+    )
+    return OpenCalibration(retriever, logistic)

@@ -1,7 +1,7 @@
-"""A calibrated confidence for the answers after the first (``--top-k``).
+"""A calibrated confidence for the answers after the first (``--top-k``): features and fit.
 
 Without it, the later candidates share what the first answer's confidence leaves
-(``decoding.confident_answer.runner_up_confidence``): a lower bound, since candidates are not
+(``share_of_the_rest``): a lower bound, since candidates are not
 exclusive (a shorter or longer span of the right answer often matches a gold answer too), and
 measured, they were right two to four times as often as it said on general questions. This one
 is fitted on the ranked lists of the held-out questions the run was calibrated on, candidates 2
@@ -24,19 +24,72 @@ those keep the share of what is left.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from qa_finetune.decoding.confident_answer import runner_up_confidence
-from qa_finetune.decoding.feature_logistic import FeatureLogistic
-from qa_finetune.decoding.feature_logistic_fit import fit_feature_logistic
+from qa_finetune.calibration.logistic import FeatureLogistic, fit_feature_logistic, score_logit
 from qa_finetune.decoding.no_answer import rank_answers
-from qa_finetune.decoding.runner_up_features import RANKS, RUNNER_UP_FEATURES, runner_up_features
-from qa_finetune.metrics import v2_question_scores
+from qa_finetune.metrics import f1_score, v2_question_scores
 
 SHARE_RULE = "share_of_the_rest"
+RUNNER_UP_FEATURES = (
+    "share",
+    "share_ratio",
+    "first_confidence",
+    "rank",
+    "overlap",
+    "no_answer",
+)
+# Candidates 2 to RANKS of each held-out list are fitted on (``--top-k 3`` is the usual ask).
+RANKS = 3
+
+
+def runner_up_features(
+    answer: str, share: float, rank: int, first: Mapping[str, Any], first_confidence: float
+) -> dict[str, float]:
+    """The features of the candidate ``answer`` at ``rank`` (2, 3, ...) with reader ``share``,
+    after the ``first`` answer (its ``answer`` and ``score``) of confidence ``first_confidence``."""
+    logits = score_logit(np.array([share, first_confidence]))
+    ratio = math.log(max(share, 1e-12) / max(float(first["score"]), 1e-12))
+    return {
+        "share": float(logits[0]),
+        "share_ratio": ratio,
+        "first_confidence": float(logits[1]),
+        "rank": float(rank),
+        "overlap": f1_score(answer, first["answer"]) if answer and first["answer"] else 0.0,
+        "no_answer": float(not answer),
+    }
+
+
+def runner_up_confidences(
+    runner_up: FeatureLogistic, ranked: Sequence[Mapping[str, Any]], first_confidence: float
+) -> tuple[list[float], list[bool]]:
+    """The confidence of each answer of ``ranked`` after the first, and whether its features
+    lay outside the range the calibration was fitted on."""
+    if len(ranked) < 2:
+        return [], []
+    rows = [
+        runner_up_features(a["answer"], float(a["score"]), k, ranked[0], first_confidence)
+        for k, a in enumerate(ranked[1:], start=2)
+    ]
+    confidence, outside = runner_up.confidence_and_range(rows)
+    return [float(c) for c in confidence], [bool(o) for o in outside]
+
+
+# Guards the share of the rest when the first answer holds (almost) all of the reader's score.
+_TINY = 1e-12
+
+
+def share_of_the_rest(first: float, first_score: float, score: float) -> float:
+    """A later candidate's confidence: its share, by the reader's scores, of what the first
+    answer's confidence ``first`` leaves, capped at ``first`` scaled by the scores' ratio."""
+    if score <= 0 or first_score <= 0:
+        return 0.0
+    left = (1.0 - first) * score / max(1.0 - first_score, _TINY)
+    return float(min(left, first * score / first_score, 1.0))
 
 
 def fit_runner_up(
@@ -85,5 +138,5 @@ def later_candidates(
             share = float(answer["score"])
             rows.append(runner_up_features(answer["answer"], share, k, ranked[0], first))
             right.append(v2_question_scores(answer["answer"], gold)[0] == 1.0)
-            shares.append(runner_up_confidence(first, float(ranked[0]["score"]), share))
+            shares.append(share_of_the_rest(first, float(ranked[0]["score"]), share))
     return rows, np.asarray(right, dtype=bool), np.asarray(shares, dtype=np.float64)
