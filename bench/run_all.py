@@ -12,7 +12,7 @@ script on its own with its larger defaults (see each script's ``--help``).
 
 bench/ holds the maintained benchmarks: the ones run here, and ``serve_load.py``,
 ``retrieval_scale.py`` and ``data_curve.py``, which take a trained run and longer than this
-run's budget. One-off studies, whose figures BENCHMARKS.md records, live in ``bench/studies/``
+run's budget. One-off studies, whose figures bench/reports/ records, live in ``bench/studies/``
 with their results.
 """
 

@@ -1,8 +1,8 @@
 """The shipped general reader, calibrated on its general held-out part (the rule and calibration
 ``qa-finetune calibrate`` wrote for a copy of it, then ``calibrate --open``, kept in
-``tests/fixtures/minilm-31k-general``; BENCHMARKS.md section 18), on questions its documents do
-not answer: each gets "no answer" or a confidence below one half, where its uncalibrated score
-read as sure as a right answer."""
+``tests/fixtures/minilm-31k-general``; bench/reports/18-confidence.md), on questions its
+documents do not answer: each gets "no answer" or a confidence below one half, where its
+uncalibrated score read as sure as a right answer."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_questions_the_trail_documents_do_not_answer(
         pytest.param(
             "What is the population of Harbourton?",
             TOWN,
-            # Measured: "4,300", confidence 89% (BENCHMARKS.md section 18). A number where a
+            # Measured: "4,300", confidence 89% (bench/reports/18-confidence.md). A number where a
             # number is asked for looks right to every feature the calibrator has: nothing in
             # the reader's outputs says "visitors" is not "population".
             marks=pytest.mark.xfail(strict=True, reason="not met: 4,300 at confidence 0.89"),

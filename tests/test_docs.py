@@ -21,6 +21,8 @@ from qa_finetune.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+REPORTS = sorted((ROOT / "bench" / "reports").glob("*.md"))
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"(?<!`)`(qa-finetune [^`]+)`(?!`)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -187,7 +189,7 @@ def _anchors(path: Path) -> set[str]:
 def _anchored_links() -> list[tuple[str, str, str]]:
     """(where, file, anchor) for every link with an anchor into a Markdown file that exists."""
     found = []
-    for path in [*DOCS, ROOT / "BENCHMARKS.md"]:
+    for path in [*DOCS, BENCHMARKS, *REPORTS]:
         for target in LINK.findall(path.read_text(encoding="utf-8")):
             if "#" not in target or re.match(r"[a-z]+:", target):
                 continue
@@ -214,3 +216,31 @@ def test_anchors_follow_githubs_rule(tmp_path: Path) -> None:
         "notes",
         "notes-1",
     }
+
+
+def _report_links() -> list[tuple[str, str]]:
+    """(where, file) for every relative link of BENCHMARKS.md and the benchmark reports."""
+    found = []
+    for path in [BENCHMARKS, *REPORTS]:
+        for target in LINK.findall(path.read_text(encoding="utf-8")):
+            if not re.match(r"[a-z]+:|#", target):
+                found.append((_name(path), target.split("#", 1)[0]))
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize(("where", "target"), _report_links(), ids=lambda v: str(v))
+def test_each_file_a_benchmark_links_to_exists(where: str, target: str) -> None:
+    path = ((ROOT / where).parent / target).resolve()
+    assert path.exists(), f"{where} links to {target}, which does not exist"
+
+
+def test_benchmarks_is_a_headline_table_over_one_report_per_study() -> None:
+    text = BENCHMARKS.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 400
+    # The headline table is the page's only table: every row after its header links a report.
+    rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) >= 20
+    for row in rows:
+        assert "](bench/reports/" in row, f"a headline figure without its report: {row[:60]}"
+    linked = set(re.findall(r"\]\(bench/reports/([\w.-]+\.md)", text))
+    assert linked == {path.name for path in REPORTS}

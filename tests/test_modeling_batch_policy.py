@@ -123,7 +123,7 @@ def test_estimate_below_the_shortest_length_stays_positive_and_grows_with_length
 
 
 def short_batch_well_long_do_not() -> CostProfile:
-    """The 2-core AMD EPYC's shape (BENCHMARKS.md section 9), ms per window by batch: short
+    """The 2-core AMD EPYC's shape (bench/reports/09-serve.md), ms per window by batch: short
     windows get cheaper up to 8 a pass, long ones dearer from 2."""
     per_window = {
         128: {1: 46.0, 2: 41.0, 4: 33.5, 8: 32.7},

@@ -21,8 +21,9 @@ from qa_finetune.training.memory import (
     weights_bytes,
 )
 
-# Peak RSS of `bench/train_throughput.py` runs of the packaged MiniLM (BENCHMARKS.md section
-# 10): (batch, max_length) -> GiB. The estimate's constants were fitted on these.
+# Peak RSS of `bench/train_throughput.py` runs of the packaged MiniLM
+# (bench/reports/10-cost-growth.md): (batch, max_length) -> GiB. The estimate's constants were
+# fitted on these.
 MEASURED_GIB = {(4, 384): 2.2, (16, 384): 4.5, (32, 384): 7.7, (16, 192): 2.5}
 
 

@@ -1,1 +1,1 @@
-"""One-off studies: each answered one question, its figures recorded in BENCHMARKS.md."""
+"""One-off studies: each answered one question, its figures recorded in bench/reports/."""

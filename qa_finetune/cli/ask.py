@@ -194,7 +194,7 @@ def _share_then_load(sharing: tuple[bool, int | None], *args: Any, **kwargs: Any
 def _share_cores(many: bool, passes: int | None) -> None:
     """Share the cores among passes before TensorFlow starts, for ``--batch`` or as asked;
     one question keeps one pass on all the cores: a lone window on one core's share took
-    39% longer (BENCHMARKS.md section 9)."""
+    39% longer (bench/reports/09-serve.md)."""
     if many or passes is not None:
         share_cores_among(passes)
 

@@ -9,7 +9,7 @@ the reader prefers that span to nothing there. And the retrieval score still kno
 the reader does not. On 600 held-out general training questions (not a test set) against all
 their contexts, reading 5 passages: F1 57.1 by span score, 58.9 by the margin, 65.6 by the
 margin + 4 x BM25 (weights 1, 2, 3, 4 and 6 tried; 4 was best at every K from 2 to 10;
-BENCHMARKS section 15).
+bench/reports/15-ask-your-documents.md).
 
 With the no-answer rule on, a passage takes part only if the rule says it answers; when no
 passage does, the answer is "no answer in these documents".
@@ -27,7 +27,7 @@ from qa_finetune.decoding.no_answer import abstains, softmax
 RETRIEVAL_WEIGHT = 4.0
 # Passages read per question at most, unless asked otherwise. On the same held-out
 # questions, F1 by passages read was 59.4 (1), 64.5 (3), 65.6 (5), 67.9 (10), and on a CPU
-# each passage costs about one more forward pass (BENCHMARKS section 15).
+# each passage costs about one more forward pass (bench/reports/15-ask-your-documents.md).
 DEFAULT_TOP_PASSAGES = 5
 # Read in two steps: the best-retrieved passage first, and the others only when the reader
 # is not sure of it: its lead (``is_confident``: its best span's margin over "no answer" plus

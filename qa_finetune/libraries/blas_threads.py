@@ -3,11 +3,11 @@ and the scan over the passages' vectors.
 
 NumPy's OpenBLAS splits even a ``[13, 384] x [384, 1152]`` product over every core; on two
 cores shared with other work, the second thread's wait turned a 0.2 ms product into 12 ms
-(BENCHMARKS section 19). OpenBLAS (0.3.27 and later) can set the count for the calling
-thread alone (``openblas_set_num_threads_local``), which is what this does, so a server's
-other threads and the rest of the process keep theirs. NumPy has no public call for it; the
-library is found among those the process has loaded. Where it is not OpenBLAS (another
-build of NumPy), nothing is changed.
+(bench/reports/19-dense-hybrid-retrieval.md). OpenBLAS (0.3.27 and later) can set the count
+for the calling thread alone (``openblas_set_num_threads_local``), which is what this does, so a
+server's other threads and the rest of the process keep theirs. NumPy has no public call for it;
+the library is found among those the process has loaded. Where it is not OpenBLAS (another build
+of NumPy), nothing is changed.
 """
 
 from __future__ import annotations

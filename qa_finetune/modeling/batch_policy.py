@@ -16,7 +16,7 @@ from typing import Any
 
 # A batch within this fraction of the cheapest cost per window counts as just as fast: on a
 # shared 2-core CPU the median of the same pass differed by 10-20% from one round to the next
-# (BENCHMARKS.md, section 9). The largest such batch is chosen: the profile times the model
+# (bench/reports/09-serve.md). The largest such batch is chosen: the profile times the model
 # alone, and a bigger pass also spreads the work around the model (padding, hand-offs, the
 # decoding dispatch) over more windows. It costs no waiting: a server's passes are only as
 # big as its load makes them, and a lone request goes alone.

@@ -58,7 +58,7 @@ def profile_lengths(max_length: int) -> tuple[int, ...]:
     """The padded lengths measured: a short window, the model's full window and one halfway
     (most real windows lie between the two ends, and a pass's cost is not a straight line in
     its length: 8 windows cost about what 4 do up to 256 tokens and 40% more at 384 on a
-    2-core CPU, BENCHMARKS.md section 9)."""
+    2-core CPU, bench/reports/09-serve.md)."""
     short = min(SHORT_LENGTH, max_length)
     return tuple(sorted({short, (short + max_length) // 2, max_length}))
 

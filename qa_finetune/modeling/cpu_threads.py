@@ -2,7 +2,7 @@
 
 A server can keep more than one forward pass in flight. On a CPU, each pass then gets its
 share of the cores as its own threads: on two cores, two passes of one thread each ran 34%
-more windows per second than one pass of two threads (BENCHMARKS.md section 9), since a
+more windows per second than one pass of two threads (bench/reports/09-serve.md), since a
 pass's threads wait at every operator for the slowest of them, and the Python work between
 passes (gathering, padding) no longer leaves the cores idle. The price: a pass alone runs
 on its share only (one window alone took 39% longer on one thread than on two).

@@ -3,10 +3,10 @@
 
 TensorFlow costs 11-17 ms for a 13-token question through MiniLM-L6 on two CPU cores
 whatever the padding or tracing (its per-operation dispatch dominates a forward pass this
-small; BENCHMARKS section 19), while the same arithmetic in NumPy is a few dozen small matrix
-products. The weights are the loaded TF model's own variables, so the two paths cannot
-drift apart; batches of passages stay on TensorFlow, which is faster for them. Only the
-plain BERT layout (absolute positions, GELU) is read here; any other model keeps TF.
+small; bench/reports/19-dense-hybrid-retrieval.md), while the same arithmetic in NumPy is a
+few dozen small matrix products. The weights are the loaded TF model's own variables, so the two
+paths cannot drift apart; batches of passages stay on TensorFlow, which is faster for them. Only
+the plain BERT layout (absolute positions, GELU) is read here; any other model keeps TF.
 """
 
 from __future__ import annotations

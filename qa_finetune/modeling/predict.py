@@ -5,7 +5,7 @@ any batch and length; an object with ``predict_batch`` (ONNX Runtime, a serving 
 is called as it is. TensorFlow is imported only when a Keras model is compiled, so the ONNX
 path never loads it. A call's batches may run in several passes at once, each with its
 share of the cores (``modeling/cpu_threads``): on 2 cores two passes of one thread ran 34%
-more windows per second than one pass of two (BENCHMARKS.md section 9).
+more windows per second than one pass of two (bench/reports/09-serve.md).
 """
 
 from __future__ import annotations

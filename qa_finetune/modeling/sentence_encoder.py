@@ -8,7 +8,8 @@ batches so each batch pads to similar lengths; the order given is restored.
 One text alone (the question of ``ask --index``) is padded to its own length, as a batch
 is, and goes through ``modeling/numpy_bert.py`` instead of TensorFlow when the model is a
 plain BERT (all-MiniLM-L6-v2 is): TensorFlow's dispatch cost 11-17 ms for a 13-token
-question, NumPy on one BLAS thread a few (BENCHMARKS section 19). The vectors agree to 1e-6.
+question, NumPy on one BLAS thread a few (bench/reports/19-dense-hybrid-retrieval.md). The
+vectors agree to 1e-6.
 """
 
 from __future__ import annotations

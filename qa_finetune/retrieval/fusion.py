@@ -7,7 +7,8 @@ across passages (margin + 4 x retrieval score) and the two-step lead keep their 
 dense search alone reports ``DENSE_WEIGHT`` x cosine, in the same units.
 
 The weight was chosen on held-out general training questions, never a test set, against
-reciprocal-rank fusion (BENCHMARKS section 19, ``bench/studies/fusion_choice.py``).
+reciprocal-rank fusion (bench/reports/19-dense-hybrid-retrieval.md,
+``bench/studies/fusion_choice.py``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ is what costs, so search first ranks every passage by the Hamming distance betwe
 codes, one bit a dimension (the sign of the vector minus the mean of all passages' vectors:
 48 bytes a passage, ``INDEX/embeddings.codes.npz``), then scores the ``RESCORED`` closest
 exactly in float32; the final order is exact among them. On real sentence embeddings the
-nearest passage was among them for every question measured (BENCHMARKS section 19). An index
-written before the codes existed has no such file and is searched exactly at any size.
+nearest passage was among them for every question measured
+(bench/reports/19-dense-hybrid-retrieval.md). An index written before the codes existed has no
+such file and is searched exactly at any size.
 
 A FAISS HNSW graph (``INDEX/embeddings.hnsw``, its candidates scored again exactly) is built
 only from ``GRAPH_FROM`` passages, and that is off (None): section 19 measured it.

@@ -1,6 +1,6 @@
 """The file names of a run directory, in one place: every module asks ``RunPaths``.
 
-A run directory describes itself (see docs/ARCHITECTURE.md, "Run directory"); the names below
+A run directory describes itself (see docs/outputs.md, "Run directory"); the names below
 are part of that contract with users and other tools, so they are spelled once.
 """
 

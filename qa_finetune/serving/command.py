@@ -124,7 +124,7 @@ def load_answerer(
         # Measured: a server's pass may hold as many windows as batch best at any measured
         # length, more than the one size for all lengths that evaluate uses. Passes fill
         # with windows of like length, and the served pipeline ran faster with the larger
-        # passes on a 2-core CPU (BENCHMARKS.md section 9).
+        # passes on a 2-core CPU (bench/reports/09-serve.md).
         most = serving_batch(answerer.profile)
         if most != answerer.settings.batch_size:
             log.info(

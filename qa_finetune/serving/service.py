@@ -170,7 +170,7 @@ class AnswerService:
             passes=settings.passes or 1,
             # Passes fill up to max_batch with the windows nearest in length: keeping
             # windows out of a pass by the measured forward costs made the served
-            # pipeline slower (BENCHMARKS.md section 9): a pass costs it more than the model's
+            # pipeline slower (bench/reports/09-serve.md): a pass costs it more than the model's
             # time alone.
         )
         self.ready = threading.Event()

@@ -9,7 +9,7 @@ The estimate is the encoder's activations kept for the backward pass, per window
 runtime and four copies of the weights (weights, gradients, Adam's two moments). Its constants
 were fitted on the packaged MiniLM (6 layers, 12 heads, hidden 384, feed-forward 1,536):
 peak RSS of 2.2 / 4.5 / 7.7 GiB at batch 4 / 16 / 32 and max_length 384, and 2.5 GiB at
-batch 16 and max_length 192 (BENCHMARKS.md section 10).
+batch 16 and max_length 192 (bench/reports/10-cost-growth.md).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def quantize_int8(source: Path, target: Path) -> Path:
     try:
         # One scale per output channel, 7-bit weight range: on a trained MiniLM per-tensor scales
         # cost 3.7 F1 on 1,000 SQuAD v1.1 dev questions, these 0.24, at the same speed
-        # (BENCHMARKS, section 8).
+        # (bench/reports/08-exports.md).
         quantization.quantize_dynamic(
             str(source),
             str(target),
