@@ -27,10 +27,10 @@ _SCORE_EPSILON = 1e-6
 FOLDS = 5
 # L2 penalty on the standardised weights: a mild pull towards 0 for correlated features.
 L2 = 1.0
-# Below this many answers a calibration is kept but flagged. Measured (bench/reports, the
-# calibration study): fitted on 200 questions drawn from a held-out set, the ECE on the rest
-# was within 0.01 of a fit on 800 on the general and review sets, while 100 or fewer drawn
-# from SQuAD v2.0 dev missed by 0.1 at the median.
+# Below this many answers a calibration is kept but flagged. Measured
+# (bench/reports/18-confidence.md): fitted on 200 questions drawn from a held-out set, the ECE
+# on the rest was within 0.01 of a fit on 800 on the general and review sets, while 100 or
+# fewer drawn from SQuAD v2.0 dev missed by 0.1 at the median.
 MIN_QUESTIONS = 200
 # A calibration must beat the constant (every answer given the share right) on held-out folds
 # by this fraction of the constant's log loss, else it learned nothing worth a number.

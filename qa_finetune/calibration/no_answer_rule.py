@@ -135,10 +135,11 @@ def _damaged(source: str, why: str) -> NoAnswerRuleError:
 # Fewer questions than this of either kind: the classifier is not tried.
 MIN_PER_KIND = 20
 MODES = ("auto", NULL_GAP, CLASSIFIER)
-# Below these a threshold is still chosen, but with a warning. Measured (BENCHMARKS section
-# 18): thresholds chosen on 200 questions drawn from SQuAD v2.0 dev scored the F1 of one chosen
-# on 400 at the median (10th percentile: 3.6 lower); on 100, 0.7 lower (4.1); on 25 the 10th
-# percentile was 12.8 lower. The general and review sets were steady from 100.
+# Below these a threshold is still chosen, but with a warning. Measured
+# (bench/reports/18-confidence.md): thresholds chosen on 200 questions drawn from SQuAD v2.0
+# dev scored the F1 of one chosen on 400 at the median (10th percentile: 3.6 lower); on 100,
+# 0.7 lower (4.1); on 25 the 10th percentile was 12.8 lower. The general and review sets were
+# steady from 100.
 MIN_RULE_QUESTIONS = 200
 MIN_RULE_UNANSWERABLE = 30
 
