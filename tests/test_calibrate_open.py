@@ -110,6 +110,11 @@ def test_the_open_calibration_goes_into_a_copy_and_is_not_replaced_silently(
             "calibrate without --open to choose it, then with --open",
         ),
         (
+            ["--open", "--long-contexts", "0.1"],
+            "error: --long-contexts chooses the run's no-answer rule, which --open keeps: "
+            "calibrate without --open to choose it, then with --open",
+        ),
+        (
             ["--retriever", "bm25"],
             "error: --retriever sets how --open searches: add --open to fit the confidence of "
             "answers found by search",

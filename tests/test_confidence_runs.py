@@ -4,6 +4,7 @@ without one keeps its score and says so; every bad input is one clear line, noth
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -55,7 +56,9 @@ def test_calibrate_saves_the_calibration_with_its_provenance(calibrated: Path) -
     calibration = Calibration.from_dict(values, "calibration.json")
     assert calibration.method in ("temperature", "logistic")
     assert set(calibration.compared) == {"temperature", "logistic", "constant"}
-    assert calibration.fitted_on["data"] == str(UNANSWERABLE)
+    # A file is named by its base name and sha256, never its folder.
+    assert calibration.fitted_on["data"] == UNANSWERABLE.name
+    assert calibration.fitted_on["sha256"] == hashlib.sha256(UNANSWERABLE.read_bytes()).hexdigest()
     assert calibration.fitted_on["questions"] == 58
     assert calibration.fitted_on["unanswerable_share"] == round(23 / 58, 4)
     # 58 questions, 23 without an answer, 5 documents: all below the minimums, all said.
@@ -301,7 +304,8 @@ def test_the_model_card_says_where_the_confidence_came_from(calibrated: Path) ->
     from qa_finetune.publish.model_card import build_model_card
 
     card = build_model_card(calibrated, "me/tiny")
-    assert f"fitted on {UNANSWERABLE} (58 questions, 40% without an answer)" in card
+    assert f"fitted on {UNANSWERABLE.name} (58 questions, 40% without an answer)" in card
+    assert str(UNANSWERABLE.parent) not in card
     assert "- Calibration warning: fitted on 58 held-out questions (fewer than 200)" in card
     assert "- No-answer rule warning: the no-answer threshold was chosen on 58" in card
 

@@ -29,7 +29,8 @@ def test_every_answer_sits_at_its_moved_offset_in_the_joined_document() -> None:
     asked = whole_document_questions(RECORDS)
     cats, dogs = "Cats sleep a lot. 😺 They purr.", "Dogs bark at night.\r\nThey run."
     document = SEPARATOR.join([cats, dogs, "Birds sing at dawn."])
-    assert [r["id"] for r in asked] == ["a1#document", "a2#document", "a3#document", "a4#document"]
+    # a4 has no answer: another paragraph of its document might hold one, so it is left out.
+    assert [r["id"] for r in asked] == ["a1#document", "a2#document", "a3#document"]
     for record in asked:
         assert record["context"] == document
         for text, start in zip(
@@ -37,7 +38,6 @@ def test_every_answer_sits_at_its_moved_offset_in_the_joined_document() -> None:
         ):
             assert document[start : start + len(text)] == text
     assert asked[1]["answers"]["answer_start"] == [len(cats) + 2 + dogs.index("run")]
-    assert asked[3]["answers"] == {"text": [], "answer_start": []}
 
 
 def test_a_fraction_is_seeded_and_single_paragraph_documents_are_left_out() -> None:

@@ -39,13 +39,16 @@ def calibrated_run(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Pat
         return train(Config.from_dict(config))
 
 
-def _documents(questions: int) -> int:
-    """How many documents (titles) the first ``questions`` validation questions come from."""
+def _first(questions: int) -> list[dict]:
     from qa_finetune.config import DataConfig
     from qa_finetune.data.records import read_records
 
-    records = read_records(VALIDATION, DataConfig())[:questions]
-    return len({r["title"] for r in records})
+    return read_records(VALIDATION, DataConfig())[:questions]
+
+
+def _documents(questions: int) -> int:
+    """How many documents (titles) the first ``questions`` validation questions come from."""
+    return len({r["title"] for r in _first(questions)})
 
 
 def test_a_run_without_unanswerable_validation_questions_ends_calibrated(
@@ -56,20 +59,23 @@ def test_a_run_without_unanswerable_validation_questions_ends_calibrated(
 
     calibration = read_calibration(calibrated_run)
     assert calibration is not None
+    long = 3  # 0.2 of the 17 questions whose document has a second paragraph
+    data = f"{VALIDATION.name} (+8 question-level negatives) (+{long} whole-document questions)"
     assert calibration.fitted_on == {
-        "data": f"{VALIDATION} (+8 question-level negatives)",
-        "questions": 28,
+        "data": data,
+        "questions": 28 + long,
         "unanswerable": 8,
-        "unanswerable_share": round(8 / 28, 4),
+        "unanswerable_share": round(8 / (28 + long), 4),
         "correct_share": calibration.fitted_on["correct_share"],
         "documents": _documents(20),
         "question_negatives": NEGATIVES,
+        "long_contexts": {"fraction": 0.2, "eligible": 17, "made": long},
     }
     metrics = json.loads((calibrated_run / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["calibration_method"] == calibration.method
     assert metrics["no_answer_rule"] in ("null_gap", "classifier")
     rule = json.loads((calibrated_run / "no_answer_rule.json").read_text(encoding="utf-8"))
-    assert rule["chosen_on"] == f"{VALIDATION} (+8 question-level negatives) (28 questions)"
+    assert rule["chosen_on"] == f"{data} ({28 + long} questions)"
     # The validation scores in history.csv stay those of the questions as given (20).
     assert metrics["eval_examples"] == 20
     answer = QuestionAnswerer.load(str(calibrated_run)).answer("Who?", "Alma Stroud wrote it.")

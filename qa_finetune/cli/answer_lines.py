@@ -1,8 +1,9 @@
 """How ``ask`` shows one answer on a line: the text, then how sure the reader is of it.
 
 A calibrated run shows its confidence as a percentage ("confidence 34%"), the chance the
-answer is right; an uncalibrated one shows the reader's ``score`` and says it is not one.
-"No answer" has no characters to show, so no span is printed for it.
+answer is right, noting when the answer lay outside the range its calibration was fitted on
+(the number is then extrapolated); an uncalibrated one shows the reader's ``score`` and says
+it is not one. "No answer" has no characters to show, so no span is printed for it.
 """
 
 from __future__ import annotations
@@ -28,15 +29,23 @@ def answer_line(item: dict[str, Any]) -> str:
         guess = item["best_candidate"]
         what = f'"{visible(one_line(guess["answer"]))}"' if guess["answer"] else "no answer"
         return (
-            f"(not sure: confidence {percent(item['confidence'])}, below the minimum; best "
+            f"(not sure: confidence {percent(item['confidence'])}{_extrapolated(item)}, below "
+            "the minimum; best "
             f"candidate {what}{_span(guess)})"
         )
     shown = visible(one_line(item["answer"])) if item["answer"] else "(no answer)"
     if "confidence" in item:
-        sure = f"confidence {percent(item['confidence'])}"
+        sure = f"confidence {percent(item['confidence'])}{_extrapolated(item)}"
     else:
         sure = f"score {item['score']:.3f}, uncalibrated"
     return f"{shown}  ({sure}{_span(item)})"
+
+
+def _extrapolated(item: dict[str, Any]) -> str:
+    """A short note when the confidence was extrapolated past its calibration's range."""
+    if item.get("calibration_range") == "outside":
+        return " (extrapolated: outside the calibration's range)"
+    return ""
 
 
 def _span(item: dict[str, Any]) -> str:

@@ -61,6 +61,21 @@ TopPassagesOption = Annotated[
     typer.Option("--top-passages", min=1, help="With --open: passages read per question at most."),
 ]
 BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Windows per forward pass.")]
+# Measured share: enough multi-window questions for the fit to span long documents, at a few
+# times the cost of the paragraphs alone (each asks tens of windows).
+DEFAULT_LONG_CONTEXTS = 0.2
+LongContextsOption = Annotated[
+    float | None,
+    typer.Option(
+        "--long-contexts",
+        min=0.0,
+        max=1.0,
+        help="Also ask this fraction of the answerable questions of their whole document (every "
+        f"paragraph of their title joined), so the fit sees long, many-window inputs as ask "
+        f"--context-file gives them [default: {DEFAULT_LONG_CONTEXTS}; 0 for none; documents "
+        "of one paragraph add none].",
+    ),
+]
 
 
 @friendly_errors
@@ -73,6 +88,7 @@ def calibrate(
     max_samples: MaxSamplesOption = None,
     batch_size: BatchSizeOption = None,
     question_negatives: QuestionNegativesOption = 0.0,
+    long_contexts: LongContextsOption = None,
     open_search: OpenOption = False,
     retriever: RetrieverOption = "hybrid",
     top_passages: TopPassagesOption = None,
@@ -84,7 +100,9 @@ def calibrate(
     from qa_finetune.config.sections import NO_ANSWER_RULE_MODES
     from qa_finetune.errors import QAFinetuneError
 
-    _check_open_options(open_search, rule, question_negatives, retriever, top_passages)
+    _check_open_options(
+        open_search, rule, question_negatives, long_contexts, retriever, top_passages
+    )
     if open_search:
         _calibrate_open(
             model, data, retriever, output, overwrite, max_samples, top_passages, batch_size
@@ -98,7 +116,15 @@ def calibrate(
     from qa_finetune.evaluation.calibrate import calibrate as calibrate_run
 
     done = calibrate_run(
-        model, data, rule, output, overwrite, max_samples, batch_size, question_negatives
+        model,
+        data,
+        rule,
+        output,
+        overwrite,
+        max_samples,
+        batch_size,
+        question_negatives,
+        DEFAULT_LONG_CONTEXTS if long_contexts is None else long_contexts,
     )
     compared = "; ".join(
         f"{kind}: F1 {values['f1']:.2f}" + (f", AUC {values['auc']:.3f}" if "auc" in values else "")
@@ -118,6 +144,7 @@ def _check_open_options(
     open_search: bool,
     rule: str,
     question_negatives: float,
+    long_contexts: float | None,
     retriever: str,
     top_passages: int | None,
 ) -> None:
@@ -125,8 +152,19 @@ def _check_open_options(
     from qa_finetune.errors import QAFinetuneError
 
     if open_search:
-        if rule != "auto" or question_negatives:
-            given = "--rule" if rule != "auto" else "--question-negatives"
+        given = next(
+            (
+                name
+                for name, used in (
+                    ("--rule", rule != "auto"),
+                    ("--question-negatives", bool(question_negatives)),
+                    ("--long-contexts", long_contexts is not None),
+                )
+                if used
+            ),
+            None,
+        )
+        if given is not None:
             raise QAFinetuneError(
                 f"{given} chooses the run's no-answer rule, which --open keeps: calibrate "
                 "without --open to choose it, then with --open"

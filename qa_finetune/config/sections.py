@@ -193,6 +193,10 @@ class TrainConfig:
     # With calibrate=on: this fraction of the validation's answerable questions is asked again
     # of another paragraph of its document (data/question_negatives.py), labelled "no answer".
     calibration_negatives: float = 0.3
+    # With a calibration: this fraction of the validation's answerable questions is also asked
+    # of its whole document (every paragraph of its title joined; data/whole_documents.py), so
+    # the fit sees long, many-window inputs; documents of one paragraph add none.
+    calibration_long_contexts: float = 0.2
     max_steps: int | None = None
     # Small data: at least this many optimizer steps (more epochs over a few hundred questions
     # rather than a handful of batches); max_steps still caps it.
@@ -272,12 +276,9 @@ class TrainConfig:
         yield from lever_checks(self.layer_lr_decay, self.ema_decay, self.strategy)
         yield choice("train.no_answer_rule", self.no_answer_rule, NO_ANSWER_RULE_MODES)
         yield choice("train.calibrate", self.calibrate, CALIBRATE_MODES)
-        share = self.calibration_negatives
-        yield (
-            0.0 <= share <= 1.0,
-            "train.calibration_negatives",
-            f"must be in [0, 1], got {share}",
-        )
+        for key in ("calibration_negatives", "calibration_long_contexts"):
+            share = getattr(self, key)
+            yield 0.0 <= share <= 1.0, f"train.{key}", f"must be in [0, 1], got {share}"
         # Checked here, before any data or model loads: the name becomes a folder that
         # --overwrite may replace, so it must stay one new folder inside output_dir.
         problem = run_name_problem(self.run_name)

@@ -53,10 +53,11 @@ def whole_document_questions(
     records: list[Mapping[str, Any]], fraction: float = 1.0, seed: int = 0
 ) -> list[dict[str, Any]]:
     """A seeded ``fraction`` of ``records`` (validated flat records) asked of their whole
-    document, ids ending in ``#document``; questions whose document has one paragraph are left
-    out (their "whole document" is the paragraph itself)."""
+    document, ids ending in ``#document``. Left out: questions whose document has one
+    paragraph (their "whole document" is the paragraph itself) and questions without an
+    answer (another paragraph of their document may well hold one)."""
     documents = join_documents(records)
-    eligible = [i for i, r in enumerate(records) if len(documents[r["title"]].starts) > 1]
+    eligible = eligible_questions(records, documents)
     rng = np.random.default_rng([seed, _STREAM])
     chosen = sorted(rng.permutation(eligible)[: round(fraction * len(eligible))].tolist())
     taken = {r["id"] for r in records}
@@ -70,6 +71,23 @@ def whole_document_questions(
         taken.add(new_id)
         asked.append(_asked_of(record, document, new_id))
     return asked
+
+
+def eligible_questions(
+    records: list[Mapping[str, Any]], documents: dict[str, WholeDocument] | None = None
+) -> list[int]:
+    """The places of the answerable questions whose document has more than one paragraph."""
+    documents = join_documents(records) if documents is None else documents
+    return [
+        i
+        for i, r in enumerate(records)
+        if r["answers"]["text"] and len(documents[r["title"]].starts) > 1
+    ]
+
+
+def long_contexts_record(fraction: float, eligible: int, made: int) -> dict[str, Any]:
+    """What a calibration's provenance says of the whole-document questions it was fitted on."""
+    return {"fraction": fraction, "eligible": eligible, "made": made}
 
 
 def _asked_of(record: Mapping[str, Any], document: WholeDocument, new_id: str) -> dict[str, Any]:

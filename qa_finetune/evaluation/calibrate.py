@@ -60,6 +60,7 @@ def calibrate(
     max_samples: int | None = None,
     batch_size: int | None = None,
     question_negatives: float = 0.0,
+    long_contexts: float = 0.0,
 ) -> Calibrated:
     """Choose the rule of ``mode`` on ``data`` and save it in the run (or in its copy
     ``output``); every check runs before the (slow) evaluation."""
@@ -81,16 +82,14 @@ def calibrate(
             batch_size=batch_size,
             rule_mode=mode,
             question_negatives=question_negatives,
+            long_contexts=long_contexts,
         )
     _check_unanswerable(metrics, data)
     choice = metrics["no_answer_rule_choice"]
     rule = NoAnswerRule.from_dict(choice["rule"], "the held-out evaluation")
-    chosen_on = f"{metrics['data']} ({metrics['total']} questions)"
+    chosen_on = f"{metrics['data_public']} ({metrics['total']} questions)"
     saved = SavedRule(rule, float(choice["threshold"]), chosen_on, choice["compared"])
-    calibration = fitted_calibration(metrics)
-    if "question_negatives" in metrics:  # the provenance says they were built, and how many
-        fitted_on = {**calibration.fitted_on, "question_negatives": metrics["question_negatives"]}
-        calibration = dataclasses.replace(calibration, fitted_on=fitted_on)
+    calibration = with_provenance(fitted_calibration(metrics), metrics)
     warnings = [*choice.get("warnings", []), *calibration.warnings]
     if output is None:
         _save(target, saved, calibration, choice.get("warnings", []))
@@ -116,6 +115,21 @@ def fitted_calibration(metrics: dict[str, Any]) -> Calibration:
     return Calibration.from_dict(fitted["calibration"], "the held-out evaluation")
 
 
+# What the evaluation that fitted a calibration recorded of its data, kept in the provenance.
+_PROVENANCE_KEYS = {
+    "data_sha256": "sha256",
+    "question_negatives": "question_negatives",
+    "long_contexts": "long_contexts",
+}
+
+
+def with_provenance(calibration: Calibration, metrics: dict[str, Any]) -> Calibration:
+    """``calibration`` whose ``fitted_on`` also says how its data was built: the file's sha256,
+    the question-level negatives and whole-document questions added, and how many."""
+    extra = {key: metrics[name] for name, key in _PROVENANCE_KEYS.items() if name in metrics}
+    return dataclasses.replace(calibration, fitted_on={**calibration.fitted_on, **extra})
+
+
 def run_of(model_dir: Path, given: str) -> Path:
     """The run folder holding ``model_dir``, or one clear error."""
     run_dir = run_dir_of(model_dir)
@@ -131,10 +145,11 @@ def _check_unanswerable(metrics: dict[str, Any], data: str) -> None:
     """Refuse to choose a rule on questions that all have an answer: nothing there tells
     when to abstain, and the rule chosen would be saved as if it did."""
     if metrics.get("NoAns_total", 1) == 0:
+        added = (metrics.get("long_contexts") or {}).get("made", 0)
         raise QAFinetuneError(
-            f"{data}: none of its {metrics['total']} questions is without an answer, so no "
-            "no-answer rule can be chosen on it: pass --question-negatives 0.3 to add some, "
-            "or data with unanswerable questions (SQuAD v2 style)"
+            f"{data}: none of its {metrics['total'] - added} questions is without an answer, "
+            "so no no-answer rule can be chosen on it: pass --question-negatives 0.3 to add "
+            "some, or data with unanswerable questions (SQuAD v2 style)"
         )
 
 

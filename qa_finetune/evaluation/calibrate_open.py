@@ -127,6 +127,8 @@ def open_calibration_of(
     )
     provenance = {
         **fitted.logistic.fitted_on,
+        "data": everything.public,
+        "sha256": everything.sha256,
         "questions": len(questions),
         "passages": len(index),
         "top_passages": top_passages,

@@ -39,10 +39,14 @@ def confidence_report(
     report files are written to ``report_dir``."""
     held = answers_of(predictions, gold, allow_no_answer=allow_no_answer)
     judged = {"score": held.scores}
+    outside = np.zeros(len(held.ids), dtype=bool)
     if calibration is not None:
-        judged["confidence"] = calibration.confidence(held.rows, held.scores)
+        judged["confidence"], outside = calibration.confidence_and_range(held.rows, held.scores)
     figures = {name: summary(values, held.correct, held.f1) for name, values in judged.items()}
     metrics: dict[str, Any] = {"calibrated": calibration is not None, "ece_bins": BINS}
+    if calibration is not None:
+        # Answers whose features lay outside the calibration's fitted range: extrapolated.
+        metrics["confidence_outside_range"] = int(outside.sum())
     for name, found in figures.items():
         metrics.update({f"{name}_{key}": found[key] for key in _HEADLINE})
     not_sure: set[str] = set()
@@ -61,6 +65,7 @@ def confidence_report(
             qid: {
                 "correct": bool(held.correct[i]),
                 **{name: float(values[i]) for name, values in judged.items()},
+                **({"calibration_range": "outside"} if outside[i] else {}),
             }
             for i, qid in enumerate(held.ids)
         },

@@ -33,6 +33,7 @@ from qa_finetune.evaluation.results import (
     written_by_evaluate,
 )
 from qa_finetune.files import check_file
+from qa_finetune.files.provenance import file_sha256, public_source
 from qa_finetune.modeling.cpu_threads import shared_passes
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.runs.ownership import check_output_folder
@@ -54,6 +55,12 @@ class EvalExamples:
     report: SplitReport
     # The question-level negatives added (``negatives_record``), or None.
     negatives: dict[str, Any] | None = None
+    # The whole-document questions added (``long_contexts_record``), or None.
+    long_contexts: dict[str, Any] | None = None
+    # The data file's sha256 (None: a Hub split).
+    sha256: str | None = None
+    # ``source`` as provenance says it: a file by its base name, never its folder.
+    public: str = ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,17 +76,22 @@ def load_examples(
     max_samples: int | None = None,
     question_negatives: float = 0.0,
     seed: int = 42,
+    long_contexts: float = 0.0,
 ) -> EvalExamples:
     """Read and validate a local file or a Hub split; every gold answer is kept. With
     ``question_negatives``, that fraction of the (first ``max_samples``) answerable questions
-    is also asked of another paragraph of its document (``data/question_negatives``)."""
+    is also asked of another paragraph of its document (``data/question_negatives``); with
+    ``long_contexts``, that fraction of them is also asked of its whole document
+    (``data/whole_documents``)."""
     if (data is None) == (dataset is None):
         raise EvaluationError("pass the evaluation data once: --data FILE or --dataset NAME")
     config = DataConfig(dataset=dataset, allow_no_answer=allow_no_answer)
+    sha256 = None
     if data is not None:
         check_file(Path(data), "evaluation file", "--data", EvaluationError)
         records = read_records(Path(data), config)
         source = data
+        sha256 = file_sha256(Path(data))
     else:
         from qa_finetune.data.loading import load_hub_split
 
@@ -94,13 +106,37 @@ def load_examples(
             f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
             "check the file, or pass --allow-no-answer for data without answers"
         )
+    originals = kept
     negatives = None
     if question_negatives > 0:
         from qa_finetune.data.question_negatives import negatives_record, with_question_negatives
 
         kept, source, made = with_question_negatives(kept, question_negatives, seed, source)
         negatives = negatives_record(made, question_negatives)
-    return EvalExamples(kept, source, report, negatives)
+    asked = None
+    if long_contexts > 0:
+        kept, source, asked = _with_long_contexts(originals, kept, long_contexts, seed, source)
+    return EvalExamples(kept, source, report, negatives, asked, sha256, public_source(source, data))
+
+
+def _with_long_contexts(
+    originals: list[dict[str, Any]],
+    kept: list[dict[str, Any]],
+    fraction: float,
+    seed: int,
+    source: str,
+) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    """``kept`` followed by ``fraction`` of the answerable ``originals`` asked of their whole
+    document, the source naming how many, and their record for provenance."""
+    from qa_finetune.data.whole_documents import (
+        eligible_questions,
+        long_contexts_record,
+        whole_document_questions,
+    )
+
+    asked = whole_document_questions(originals, fraction, seed)
+    record = long_contexts_record(fraction, len(eligible_questions(originals)), len(asked))
+    return [*kept, *asked], f"{source} (+{len(asked)} whole-document questions)", record
 
 
 def check_report_dir(report_dir: Path, inputs: list[Path] | None = None) -> None:
@@ -160,6 +196,7 @@ def evaluate_model(
     question_negatives: float = 0.0,
     passes: int | None = None,
     min_confidence: float | None = None,
+    long_contexts: float = 0.0,
 ) -> dict[str, Any]:
     """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
     The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
@@ -173,7 +210,15 @@ def evaluate_model(
     if report_dir is not None:
         check_report_dir(report_dir, inputs)
     reference = model_ref or str(latest_run(RUNS_ROOT))
-    examples = load_examples(data, dataset, split, allow_no_answer, max_samples, question_negatives)
+    examples = load_examples(
+        data,
+        dataset,
+        split,
+        allow_no_answer,
+        max_samples,
+        question_negatives,
+        long_contexts=long_contexts,
+    )
     options: dict[str, Any] = dict(max_length=max_length, stride=stride, backend=backend)
     options["min_confidence"] = min_confidence
     options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold, tune_batch=True)
@@ -181,7 +226,7 @@ def evaluate_model(
     loaded = load_for_answering(reference, **options)
     started = time.perf_counter()
     passes = shared_passes() if passes is None else passes
-    scoring = {"rule_mode": rule_mode, "passes": passes, "source": examples.source}
+    scoring = {"rule_mode": rule_mode, "passes": passes, "source": examples.public}
     result, windows = _predict_and_score(loaded, examples.records, allow_no_answer, **scoring)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
@@ -199,6 +244,9 @@ def evaluate_model(
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
         **({"question_negatives": examples.negatives} if examples.negatives else {}),
+        **({"long_contexts": examples.long_contexts} if examples.long_contexts else {}),
+        **({"data_sha256": examples.sha256} if examples.sha256 else {}),
+        "data_public": examples.public,
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
 

@@ -233,5 +233,7 @@ def evaluate_open(
         **plain._answering_settings(loaded, loading.get("quantized", False)),
         "seconds": round(gold_seconds, 3),
     }
-    examples = plain.EvalExamples(questions, everything.source, everything.report)
+    examples = plain.EvalExamples(
+        questions, everything.source, everything.report, public=everything.public
+    )
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)

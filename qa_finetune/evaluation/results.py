@@ -121,11 +121,26 @@ def _summary(metrics: Mapping[str, Any]) -> str:
     if metrics.get("version_2") and metrics.get("no_answer_rule"):
         rows.append(("no-answer rule used", metrics["no_answer_rule"]))
     rows += _rule_rows(metrics.get("no_answer_rule_choice"))
+    rows += _confidence_rows(metrics)
     if "eval_loss" in metrics:
         rows.append(("eval loss", f"{metrics['eval_loss']:.4f}"))
     if "questions_per_second" in metrics:
         rows.append(("questions / second", f"{metrics['questions_per_second']:.1f}"))
     return format_table(rows, title="Evaluation")
+
+
+def _confidence_rows(metrics: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """ECE and AUROC of ``score`` (and ``confidence`` on a calibrated model), and how many
+    answers lay outside the calibration's fitted range (their confidence extrapolated)."""
+    rows = []
+    for name in ("score", "confidence"):
+        ece, auroc = metrics.get(f"{name}_ece"), metrics.get(f"{name}_auroc")
+        if ece is not None:
+            shown = "n/a" if auroc is None else f"{auroc:.3f}"
+            rows.append((f"{name} ECE / AUROC", f"{ece:.3f} / {shown}"))
+    if "confidence_outside_range" in metrics:
+        rows.append(("confidence outside its fitted range", metrics["confidence_outside_range"]))
+    return rows
 
 
 def _rule_rows(choice: Mapping[str, Any] | None) -> list[tuple[str, Any]]:

@@ -176,7 +176,8 @@ def answers_from_readings(
         if ranked and answerer.calibration is not None:
             scores = [hit.score for hit in found]
             given = FoundConfidence.of(answerer.calibration, chosen, scores, retriever)
-            ranked = ranked_with(ranked, given.confidence, answerer.settings.min_confidence)
+            minimum = answerer.settings.min_confidence
+            ranked = ranked_with(ranked, given.confidence, minimum, outside=given.outside)
         answers.append(ranked)
     return answers
 

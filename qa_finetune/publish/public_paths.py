@@ -7,29 +7,9 @@ those describe the machine it was trained on, not the model.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-# An absolute POSIX path, a home-relative path, a Windows drive path, or a relative path that
-# climbs out with "..", starting a value or after a separator. URLs ("https://...") do not
-# match: their slashes follow a colon or another slash.
-_LOCAL_PATH = re.compile(
-    r"""(?:^|(?<=[\s,(='"`]))(?:~?/|[A-Za-z]:[\\/]|\.\.[\\/]|\\\\)[^\s,;()'"`|]+"""
-)
-
-
-def _name(match: re.Match[str]) -> str:
-    parts = [part for part in re.split(r"[\\/]", match.group(0)) if part not in ("", "~")]
-    return parts[-1] if parts else ""
-
-
-def public_path(text: str) -> str:
-    """``text`` with every local path in it reduced to its last part (the file name).
-
-    ``/home/me/data/train.json (held-out 10%)`` becomes ``train.json (held-out 10%)``;
-    ``a.json,/tmp/b.json`` becomes ``a.json,b.json``; ``data/train.json`` and Hub ids stay.
-    """
-    return _LOCAL_PATH.sub(_name, text)
+from qa_finetune.files.provenance import public_path
 
 
 def public_values(value: Any) -> Any:

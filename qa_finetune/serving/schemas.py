@@ -73,6 +73,12 @@ class Answer(BaseModel):
         description="A calibrated run's probability that the first answer is right (exact "
         "match, or no answer where there is none); absent when uncalibrated.",
     )
+    calibration_range: str | None = Field(
+        None,
+        description="'inside' when the answer's features lay within the range its calibration "
+        "was fitted on; 'outside' when they did not, so its confidence is extrapolated (for "
+        "example a document far longer than any it was fitted on); absent when uncalibrated.",
+    )
     not_sure: bool | None = Field(
         None, description='True when the confidence is below --min-confidence: answer "".'
     )

@@ -17,8 +17,14 @@ from typing import Any
 
 from qa_finetune.config import Config
 from qa_finetune.data.question_negatives import negatives_record, with_question_negatives
+from qa_finetune.data.whole_documents import (
+    eligible_questions,
+    long_contexts_record,
+    whole_document_questions,
+)
 from qa_finetune.features.labels import prepare_eval_features
 from qa_finetune.features.windows import window_spec
+from qa_finetune.files.provenance import public_path
 from qa_finetune.modeling.loading import load_qa_model
 from qa_finetune.modeling.scoring import evaluate_loaded
 from qa_finetune.runs.paths import RunPaths
@@ -35,14 +41,22 @@ def calibrate_at_end(run_dir: Path, config: Config, prepared: PreparedData) -> d
     ``calibration_choice`` included, the negatives' record in the calibration's provenance)."""
     train = config.train
     records = [_record(row) for row in prepared.validation_examples]
-    source = validation_source(prepared)
-    negatives = None
+    # Provenance names a file by its base name, never its folder.
+    source = public_path(validation_source(prepared))
+    originals = records
+    negatives = long_contexts = None
     if train.calibration_negatives > 0:
         records, source, report = with_question_negatives(
             records, train.calibration_negatives, train.seed, source, KEY
         )
         negatives = negatives_record(report, train.calibration_negatives)
-        log.info("calibration: %s", source)
+    if train.calibration_long_contexts > 0:
+        asked = whole_document_questions(originals, train.calibration_long_contexts, train.seed)
+        records = [*records, *asked]
+        source = f"{source} (+{len(asked)} whole-document questions)"
+        eligible = len(eligible_questions(originals))
+        long_contexts = long_contexts_record(train.calibration_long_contexts, eligible, len(asked))
+    log.info("calibration: %s", source)
     from datasets import Dataset
 
     examples = Dataset.from_list(records)
@@ -70,8 +84,10 @@ def calibrate_at_end(run_dir: Path, config: Config, prepared: PreparedData) -> d
     )
     scores.pop("predictions")
     fitted = scores.get("calibration_choice") or {}
-    if negatives is not None and "calibration" in fitted:
-        fitted["calibration"]["fitted_on"]["question_negatives"] = negatives
+    if "calibration" in fitted:
+        for key, record in (("question_negatives", negatives), ("long_contexts", long_contexts)):
+            if record is not None:
+                fitted["calibration"]["fitted_on"][key] = record
     scores["chosen_on"] = f"{source} ({len(records)} questions)"
     return scores
 
