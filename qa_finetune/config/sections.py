@@ -68,6 +68,10 @@ class DataConfig:
     max_eval_samples: int | None = None
     # Fraction of the training examples held out for validation when no validation data exists.
     validation_fraction: float = 0.1
+    # What the held-out part keeps whole: each paragraph (context: no validation context was
+    # trained on) or each document (title: no paragraph of a validation document was trained
+    # on, so questions asked of the whole document are new to the reader too; calibration).
+    validation_group_by: str = "context"
     # Turn repaired or dropped examples into an error.
     strict: bool = False
     # Replay: general-domain files (comma-separated, like train_file) that make up
@@ -96,6 +100,7 @@ class DataConfig:
             "data.validation_fraction",
             f"must be in [0, 1), got {self.validation_fraction}",
         )
+        yield choice("data.validation_group_by", self.validation_group_by, ("context", "title"))
         # Both would be ambiguous: the Hub dataset used to win silently over the files.
         yield (
             not (self.dataset and (self.train_file or self.validation_file)),

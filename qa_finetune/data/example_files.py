@@ -97,3 +97,48 @@ def split_by_context(
             mask = pc.is_in(batch.column("context"), value_set=held_out)
             train.write_batch(batch.filter(pc.invert(mask)))
             validation.write_batch(batch.filter(mask))
+
+
+def split_by_document(
+    source: Path, fraction: float, seed: int, train_path: Path, validation_path: Path
+) -> None:
+    """Hold out whole documents (titles), so no paragraph of a validation document was seen
+    in training: a question asked of its whole document is as new to the reader as its own
+    paragraph.
+
+    Documents are taken in a seeded order while the held-out questions stay within
+    ``fraction`` of all of them; a document larger than what is left is passed over, so one
+    huge document (a forum of thousands of posts under one title) never takes a third of the
+    training data with it. At least one document is held out.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sizes: dict[str, int] = {}
+    with pa.OSFile(str(source)) as stream:
+        reader = pa.ipc.open_stream(stream)
+        schema = reader.schema
+        for batch in reader:  # only the titles' counts stay in memory
+            counts = pc.value_counts(batch.column("title"))
+            for value, count in zip(counts.field("values"), counts.field("counts"), strict=True):
+                sizes[value.as_py()] = sizes.get(value.as_py(), 0) + count.as_py()
+    titles = sorted(sizes)
+    random.Random(seed).shuffle(titles)
+    target = max(1, round(fraction * sum(sizes.values())))
+    held: list[str] = []
+    total = 0
+    for title in titles:
+        if total + sizes[title] <= target:
+            held.append(title)
+            total += sizes[title]
+    held = held or titles[:1]
+    held_out = pa.array(held, type=pa.string())
+    with (
+        pa.OSFile(str(source)) as stream,
+        pa.ipc.new_stream(str(train_path), schema) as train,
+        pa.ipc.new_stream(str(validation_path), schema) as part,
+    ):
+        for batch in pa.ipc.open_stream(stream):
+            mask = pc.is_in(batch.column("title"), value_set=held_out)
+            train.write_batch(batch.filter(pc.invert(mask)))
+            part.write_batch(batch.filter(mask))

@@ -23,6 +23,7 @@ from qa_finetune.data.example_files import (
     example_features,
     open_examples,
     split_by_context,
+    split_by_document,
     write_examples,
 )
 from qa_finetune.data.record_stream import stream_records
@@ -204,9 +205,13 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
 
     if "train" in files and "validation" not in files and config.validation_fraction > 0:
         held_in, held_out = work_dir / "train-held-in.arrow", work_dir / "validation-held-out.arrow"
-        split_by_context(files["train"], config.validation_fraction, seed, held_in, held_out)
+        split = split_by_document if config.validation_group_by == "title" else split_by_context
+        split(files["train"], config.validation_fraction, seed, held_in, held_out)
         files["train"], files["validation"] = held_in, held_out
-        sources["validation"] = f"{sources['train']} (held-out {config.validation_fraction:.0%})"
+        whole = " documents" if config.validation_group_by == "title" else ""
+        sources["validation"] = (
+            f"{sources['train']} (held-out {config.validation_fraction:.0%}{whole})"
+        )
 
     splits = {name: open_examples(path) for name, path in files.items()}
     limits = {"train": config.max_train_samples, "validation": config.max_eval_samples}
