@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import QuestionNegativesOption, friendly_errors
+
+if TYPE_CHECKING:
+    from qa_finetune.modeling.named_model import NamedModel
 
 RunOption = Annotated[str, typer.Option("--model", "-m", help="The trained run to calibrate.")]
 HeldOutOption = Annotated[
@@ -103,20 +106,23 @@ def calibrate(
     _check_open_options(
         open_search, rule, question_negatives, long_contexts, retriever, top_passages
     )
-    if open_search:
-        _calibrate_open(
-            model, data, retriever, output, overwrite, max_samples, top_passages, batch_size
-        )
-        return
-
-    if rule not in NO_ANSWER_RULE_MODES:
+    if not open_search and rule not in NO_ANSWER_RULE_MODES:
         raise QAFinetuneError(
             f"--rule must be one of {', '.join(NO_ANSWER_RULE_MODES)}, got {rule!r}"
         )
+    from qa_finetune.modeling.named_model import NamedModel
+
+    # The model is named once, here; everything below takes this object, never the string.
+    named = NamedModel.of(model)
+    if open_search:
+        _calibrate_open(
+            named, data, retriever, output, overwrite, max_samples, top_passages, batch_size
+        )
+        return
     from qa_finetune.evaluation.calibrate import calibrate as calibrate_run
 
     done = calibrate_run(
-        model,
+        named,
         data,
         rule,
         output,
@@ -179,7 +185,7 @@ def _check_open_options(
 
 
 def _calibrate_open(
-    model: str,
+    model: NamedModel,
     data: str,
     retriever: str,
     output: Path | None,

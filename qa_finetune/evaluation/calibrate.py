@@ -28,6 +28,7 @@ from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import write_json
 from qa_finetune.files.staged_folders import has_no_write_bits, staged_folder
+from qa_finetune.modeling.named_model import NamedModel
 from qa_finetune.runs.calibration_file import RECORDED_KEY, write_calibration
 from qa_finetune.runs.lookup import run_dir_of
 from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
@@ -52,7 +53,7 @@ class Calibrated:
 
 
 def calibrate(
-    model_ref: str,
+    model_ref: str | NamedModel,
     data: str,
     mode: str = "auto",
     output: Path | None = None,
@@ -65,15 +66,15 @@ def calibrate(
     """Choose the rule of ``mode`` on ``data`` and save it in the run (or in its copy
     ``output``); every check runs before the (slow) evaluation."""
     from qa_finetune.evaluation.evaluate import evaluate_model
-    from qa_finetune.modeling.reference import resolve_model_dir
 
-    source = run_of(resolve_model_dir(model_ref), model_ref)
+    named = NamedModel.of(model_ref)
+    source = run_of(named.model_dir, named.given)
     target = source if output is None else Path(output)
     # An --output is always a new folder, even one naming the run itself.
     _check_target(source, None if output is None else target, overwrite)
     with tempfile.TemporaryDirectory(prefix="qa-finetune-calibrate-") as report:
         metrics = evaluate_model(
-            str(source),
+            named,
             data,
             None,
             report_dir=Path(report),

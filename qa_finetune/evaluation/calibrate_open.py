@@ -26,6 +26,7 @@ from qa_finetune.calibration.open_search import OpenCalibration
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files.staged_folders import has_no_write_bits, staged_folder
+from qa_finetune.modeling.named_model import NamedModel
 from qa_finetune.runs.calibration_file import read_calibration, write_calibration
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class CalibratedOpen:
 
 
 def calibrate_open(
-    model_ref: str,
+    model_ref: str | NamedModel,
     data: str,
     retriever: str = "hybrid",
     output: Path | None = None,
@@ -53,10 +54,10 @@ def calibrate_open(
     save it in the run (or in its copy ``output``); every check runs before the reading."""
     from qa_finetune.evaluation.calibrate import check_new_output, copy_run, run_of
     from qa_finetune.evaluation.open_retrievers import retrievers_to_run
-    from qa_finetune.modeling.reference import resolve_model_dir
 
     retrievers_to_run(retriever)  # an unknown name: one line, before anything is read
-    source = run_of(resolve_model_dir(model_ref), model_ref)
+    named = NamedModel.of(model_ref)
+    source = run_of(named.model_dir, named.given)
     calibration = read_calibration(source)
     if calibration is None:
         raise QAFinetuneError(
@@ -67,9 +68,7 @@ def calibrate_open(
         _check_in_place(source, calibration, overwrite)
     else:
         check_new_output(Path(output), source)
-    fitted = open_calibration_of(
-        str(source), data, retriever, max_samples, top_passages, batch_size
-    )
+    fitted = open_calibration_of(named, data, retriever, max_samples, top_passages, batch_size)
     updated = dataclasses.replace(calibration, open=fitted)
     target = source if output is None else Path(output)
     if output is None:
@@ -85,7 +84,7 @@ def calibrate_open(
 
 
 def open_calibration_of(
-    run: str,
+    run: str | NamedModel,
     data: str,
     retriever: str,
     max_samples: int | None,

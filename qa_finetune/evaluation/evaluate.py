@@ -35,6 +35,7 @@ from qa_finetune.evaluation.results import (
 from qa_finetune.files import check_file
 from qa_finetune.files.provenance import file_sha256, public_source
 from qa_finetune.modeling.cpu_threads import shared_passes
+from qa_finetune.modeling.named_model import NamedModel
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
@@ -178,7 +179,7 @@ def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
 
 
 def evaluate_model(
-    model_ref: str | None,
+    model_ref: str | NamedModel | None,
     data: str | None,
     dataset: str | None,
     split: str = "validation",
@@ -209,7 +210,7 @@ def evaluate_model(
     inputs = [Path(data)] if data else []
     if report_dir is not None:
         check_report_dir(report_dir, inputs)
-    reference = model_ref or str(latest_run(RUNS_ROOT))
+    reference = str(model_ref or latest_run(RUNS_ROOT))
     examples = load_examples(
         data,
         dataset,
@@ -223,7 +224,7 @@ def evaluate_model(
     options["min_confidence"] = min_confidence
     options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold, tune_batch=True)
     options.update(quantized=quantized, warn_untrained_head=warn_untrained_head)
-    loaded = load_for_answering(reference, **options)
+    loaded = load_for_answering(model_ref or reference, **options)
     started = time.perf_counter()
     passes = shared_passes() if passes is None else passes
     scoring = {"rule_mode": rule_mode, "passes": passes, "source": examples.public}

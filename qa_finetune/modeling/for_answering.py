@@ -25,7 +25,7 @@ from qa_finetune.features.windows import (
     make_spec,
 )
 from qa_finetune.modeling.batch_policy import CostProfile
-from qa_finetune.runs.lookup import run_config
+from qa_finetune.modeling.named_model import NamedModel
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class LoadedModel:
 
 
 def load_for_answering(
-    reference: str,
+    reference: str | NamedModel,
     max_length: int | None = None,
     stride: int | None = None,
     max_answer_length: int | None = None,
@@ -65,7 +65,8 @@ def load_for_answering(
     warn_untrained_head: bool = True,
     tune_batch: bool = False,
 ) -> LoadedModel:
-    """Resolve ``reference`` and load it; settings left as None come from the run.
+    """Load ``reference`` (resolved here when given as a string); settings left as None come
+    from the run.
 
     ``backend="auto"`` runs ``model.onnx`` with ONNX Runtime when the folder has one, without
     importing TensorFlow (with TensorFlow weights beside it too: the faster of the two here,
@@ -75,14 +76,13 @@ def load_for_answering(
     """
     from qa_finetune.modeling.backend_choice import faster_backend, measurable
     from qa_finetune.modeling.formats import choose_backend
-    from qa_finetune.modeling.formats.qa_config import read_qa_config
-    from qa_finetune.modeling.reference import resolve_model_dir
 
-    model_dir = resolve_model_dir(reference)
+    named = NamedModel.of(reference)
+    model_dir = named.model_dir
     chosen = choose_backend(model_dir, backend, quantized)
-    trained = run_config(model_dir)
+    trained = named.config
     # An export's own settings; a run's config.yaml wins over them below.
-    exported = read_qa_config(model_dir)
+    exported = named.exported
     tokenizer = _tokenizer(model_dir, chosen, exported)
     spec = _window_settings(tokenizer, trained, exported, max_length, stride)
     settings = inference_settings(
@@ -101,8 +101,8 @@ def load_for_answering(
 
         chosen = faster_backend(model_dir, spec.max_length, load)
         tokenizer = _tokenizer(model_dir, chosen, exported)
-    rule = no_answer_rule(model_dir, exported)
-    calibration = answer_calibration(model_dir, exported)
+    rule = named.rule
+    calibration = named.calibration
     check_min_confidence(settings.min_confidence, calibration, model_dir)
     model = _model(model_dir, chosen, quantized, warn_untrained_head)
     loaded = LoadedModel(model_dir, model, tokenizer, spec, settings, chosen, rule=rule)
@@ -122,44 +122,6 @@ def _tune_batch(loaded: LoadedModel) -> None:
         loaded.watch = live_check(
             loaded.model, loaded.model_dir, loaded.backend, loaded.spec.max_length, loaded.profile
         )
-
-
-def no_answer_rule(model_dir: Path, exported: Mapping[str, Any]) -> NoAnswerRule:
-    """The run's saved rule (``no_answer_rule.json``), else the export's (``qa_config.json``),
-    else the null-score gap; a damaged or missing rule file is an ``InferenceError``."""
-    from qa_finetune.calibration.no_answer_rule import NoAnswerRuleError
-    from qa_finetune.runs.lookup import run_dir_of, run_rule
-
-    run_dir = run_dir_of(model_dir)
-    try:
-        if run_dir is not None:
-            saved = run_rule(run_dir)
-            return saved.rule if saved is not None else NoAnswerRule()
-        if "no_answer_rule" in exported:
-            source = str(Path(model_dir) / "qa_config.json")
-            return NoAnswerRule.from_dict(exported["no_answer_rule"], source)
-    except NoAnswerRuleError as exc:
-        raise InferenceError(str(exc)) from None
-    return NoAnswerRule()
-
-
-def answer_calibration(model_dir: Path, exported: Mapping[str, Any]) -> Calibration | None:
-    """The run's ``calibration.json``, else the export's (``qa_config.json``), else None; a
-    damaged or missing calibration file is an ``InferenceError``."""
-    from qa_finetune.calibration.logistic import CalibrationError
-    from qa_finetune.runs.calibration_file import read_calibration
-    from qa_finetune.runs.lookup import run_dir_of
-
-    run_dir = run_dir_of(model_dir)
-    try:
-        if run_dir is not None:
-            return read_calibration(run_dir)
-        if exported.get("calibration") is not None:
-            source = f"{Path(model_dir) / 'qa_config.json'} ('calibration')"
-            return Calibration.from_dict(exported["calibration"], source)
-    except CalibrationError as exc:
-        raise InferenceError(str(exc)) from None
-    return None
 
 
 def check_min_confidence(
