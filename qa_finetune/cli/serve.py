@@ -35,7 +35,13 @@ PassesOption = Annotated[
         "(default: 2 where there are 2 cores or more, else 1)."
     ),
 ]
-HostOption = Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
+HostOption = Annotated[
+    str,
+    typer.Option(
+        help="Address to listen on: loopback by default; another (0.0.0.0: every network) "
+        "makes the server reachable from the network, and says so."
+    ),
+]
 PortOption = Annotated[int, typer.Option(help="TCP port.")]
 ServeBackendOption = Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")]
 MaxWaitOption = Annotated[
@@ -132,7 +138,12 @@ def serve(
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     model = one_model(model_argument, model, "serve")
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
+    from qa_finetune.serving.listen_address import check_host, reachable_note
 
+    check_host(host)
+    note = reachable_note(host, "server")
+    if note:
+        typer.echo(note, err=True)
     require_serve_extra()
     check_min_confidence(min_confidence)
     check_retriever(retriever, index)
