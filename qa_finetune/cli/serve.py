@@ -138,12 +138,8 @@ def serve(
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     model = one_model(model_argument, model, "serve")
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
-    from qa_finetune.serving.listen_address import check_host, reachable_note
 
-    check_host(host)
-    note = reachable_note(host, "server")
-    if note:
-        typer.echo(note, err=True)
+    _check_host(host)
     require_serve_extra()
     check_min_confidence(min_confidence)
     check_retriever(retriever, index)
@@ -173,6 +169,16 @@ def serve(
             **feedback,
             **answering,
         )
+
+
+def _check_host(host: str) -> None:
+    """Before anything loads: an empty ``--host`` refused, one beyond loopback said."""
+    from qa_finetune.serving.listen_address import check_host, reachable_note
+
+    check_host(host)
+    note = reachable_note(host, "server")
+    if note:
+        typer.echo(note, err=True)
 
 
 def _runs_on_tensorflow(model: str, backend: str, quantized: bool = False) -> bool:
