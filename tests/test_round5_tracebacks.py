@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,14 @@ def _list_settings(bm25: Path) -> None:
     (bm25 / "params.index.json").write_text("[]", "utf-8")
 
 
+def _settings_with(**changed: object) -> Callable[[Path], None]:
+    def damage(bm25: Path) -> None:
+        settings = json.loads((bm25 / "params.index.json").read_text("utf-8"))
+        (bm25 / "params.index.json").write_text(json.dumps({**settings, **changed}), "utf-8")
+
+    return damage
+
+
 def _empty_pointers(bm25: Path) -> None:
     (bm25 / "indptr.csc.index.npy").write_bytes(b"")
 
@@ -92,7 +101,8 @@ def _term_past_the_matrix(bm25: Path) -> None:
     (bm25 / "vocab.index.json").write_text(json.dumps(vocabulary), "utf-8")
 
 
-# Item 6: the line a cut file gets (first), for each damage the audit found, and one more.
+# Item 6: the line a cut file gets (first), for each damage the audit found, and for settings
+# and a vocabulary that would fail only at the first question.
 DAMAGED = {
     "a file cut short": (_cut, "data.csc.index.npy is cut short or not an array"),
     "settings that are a list": (_list_settings, "params.index.json is not an object of settings"),
@@ -102,6 +112,18 @@ DAMAGED = {
         "data.csc.index.npy holds 7 values where indptr.csc.index.npy counts 5",
     ),
     "empty pointers": (_empty_pointers, "indptr.csc.index.npy is cut short or not an array"),
+    "a type numpy does not know": (
+        _settings_with(dtype="nope"),
+        "params.index.json: its dtype is not one bm25s saves",
+    ),
+    "a setting bm25s does not save": (
+        _settings_with(colour="red"),
+        "params.index.json holds settings bm25s does not save (colour)",
+    ),
+    "a backend not installed": (
+        _settings_with(backend="numba"),
+        "params.index.json: its backend is not one bm25s saves",
+    ),
     "a term past the matrix": (
         _term_past_the_matrix,
         "vocab.index.json holds a term number outside the matrix",

@@ -1,10 +1,10 @@
 """What a saved BM25 score matrix must hold before it is searched.
 
-``bm25s`` reads its files as they are: a settings file that is a list, a vocabulary nested
-100,000 levels deep, a score array swapped for another or an empty index-pointer file fail
-inside the library (a ``TypeError``, a ``RecursionError``, a shape error at the first
-question, an ``EOFError``). These checks find such damage when the index is opened, each as
-one sentence naming the file, for the "rebuild the index" line.
+``bm25s`` reads its files as they are: a settings file that is a list or names an unknown
+type, a vocabulary nested 100,000 levels deep, a score array swapped for another or an empty
+index-pointer file fail inside the library (a ``TypeError``, a ``RecursionError``, a shape
+error at the first question, an ``EOFError``). These checks find such damage when the index
+is opened, each as one sentence naming the file, for the "rebuild the index" line.
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ VOCABULARY_FILE = "vocab.index.json"
 SCORES_FILE = "data.csc.index.npy"
 PASSAGES_FILE = "indices.csc.index.npy"
 POINTERS_FILE = "indptr.csc.index.npy"
+
+
+# What bm25s writes in params.index.json: its constructor's settings, the version, the count.
+SAVED_SETTINGS = frozenset(
+    {"k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend"}
+    | {"num_docs", "version"}
+)
 
 
 class DamagedScores(QAFinetuneError):
@@ -49,11 +56,37 @@ def check_saved_files(folder: Path) -> None:
         settings = None
     if not isinstance(settings, dict):
         raise DamagedScores(f"{SETTINGS_FILE} is not an object of settings")
+    _check_settings(settings)
     for name in (SCORES_FILE, PASSAGES_FILE, POINTERS_FILE):
         try:
             np.load(folder / name, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, EOFError):
             raise DamagedScores(f"{name} is cut short or not an array") from None
+
+
+def _check_settings(settings: dict[str, Any]) -> None:
+    """The settings ``bm25s`` saves, of values it can search with: those read at a question
+    (the arrays' types, the backend) would fail there, not here."""
+    unknown = sorted(set(settings) - SAVED_SETTINGS)
+    if unknown:
+        raise DamagedScores(
+            f"{SETTINGS_FILE} holds settings bm25s does not save ({unknown[0][:40]})"
+        )
+    for key, kinds in (("dtype", "f"), ("int_dtype", "iu")):
+        kind = _dtype_kind(settings.get(key, "float32" if kinds == "f" else "int32"))
+        if not kind or kind not in kinds:
+            raise DamagedScores(f"{SETTINGS_FILE}: its {key} is not one bm25s saves")
+    # The index is built with bm25s's NumPy backend; "auto" runs on it where numba is absent.
+    if settings.get("backend", "numpy") not in ("numpy", "auto"):
+        raise DamagedScores(f"{SETTINGS_FILE}: its backend is not one bm25s saves")
+
+
+def _dtype_kind(value: Any) -> str:
+    """The kind of NumPy type ``value`` names ("f", "i", "u", ...), "" if it names none."""
+    try:
+        return np.dtype(value).kind if isinstance(value, str) else ""
+    except TypeError:
+        return ""
 
 
 def check_loaded(model: Any) -> None:
