@@ -10,7 +10,7 @@ import typer
 from qa_finetune.cli.options import friendly_errors
 from qa_finetune.errors import QAFinetuneError
 
-# A file's bytes are read whole into memory: no document file is larger than this (1 TB).
+# A file's bytes are read whole into memory: no document file is larger than this (~1 TB).
 LARGEST_FILE_MB = 1_000_000
 
 DocsArgument = Annotated[

@@ -103,7 +103,8 @@ class BM25Scores:
     @classmethod
     def load(cls, folder: Path) -> BM25Scores:
         """The saved matrix, memory-mapped: opening a large index costs little memory; a
-        damaged file is one line (``bm25_checks``), never a failure at the first question."""
+        damaged file is one line here (``bm25_checks``), not a failure inside bm25s at the
+        first question."""
         bm25s = _bm25s()
         try:
             check_saved_files(folder)
