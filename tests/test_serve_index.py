@@ -113,13 +113,17 @@ def served(
 
 def check(index: PassageIndex, item: dict[str, Any]) -> None:
     assert set(item) == DOCUMENT_FIELDS
-    text = index.document_text(item["document"])
+    # Served answers name a document by its path within the folder indexed.
+    [name] = [n for n, shown in index.names_for_clients().items() if shown == item["document"]]
+    text = index.document_text(name)
     assert text[item["start"] : item["end"]] == item["answer"] != ""
     assert text[item["passage_start"] : item["passage_end"]] == item["passage_text"]
     assert item["passage_start"] <= item["start"] < item["end"] <= item["passage_end"]
 
 
-def same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+def same(index: PassageIndex, got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    shown = index.names_for_clients()
+    want = [{**a, "document": shown[a["document"]]} for a in want]
     keys = ("answer", "document", "start", "end", "passage", "retrieval_rank")
     assert [[a[k] for k in keys] for a in got] == [[a[k] for k in keys] for a in want]
     assert [a["score"] for a in got] == pytest.approx([a["score"] for a in want], abs=1e-5)
@@ -142,7 +146,7 @@ def test_a_question_without_context_is_answered_from_the_documents(
     for item in answers:
         check(index, item)
     assert forward.windows > before  # the passages were read in the shared forward passes
-    same(answers, answer_from_collection(answerer, index, [question], 2, 3)[0])
+    same(index, answers, answer_from_collection(answerer, index, [question], 2, 3)[0])
 
 
 def test_emoji_before_the_answer_count_as_one_character_each(

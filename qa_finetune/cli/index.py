@@ -10,6 +10,9 @@ import typer
 from qa_finetune.cli.options import friendly_errors
 from qa_finetune.errors import QAFinetuneError
 
+# A file's bytes are read whole into memory: no document file is larger than this (~1 TB).
+LARGEST_FILE_MB = 1_000_000
+
 DocsArgument = Annotated[
     list[Path],
     typer.Argument(
@@ -58,6 +61,7 @@ def index(
     from qa_finetune.retrieval.building import IndexSettings, build_index
 
     _check_output(output, docs)
+    max_file_bytes = _max_file_bytes(max_file_mb)
     tokenizer = TextTokenizer(stemmer=None if stemmer.lower() == "none" else stemmer)
     tokenizer.stem_function()  # an unknown language fails before any file is read
     loaded = None
@@ -67,7 +71,7 @@ def index(
         loaded = SentenceEncoder.load(encoder)  # not a sentence encoder: fails before reading
     settings = IndexSettings(
         max_words=passage_words,
-        max_file_bytes=int(max_file_mb * 1024 * 1024),
+        max_file_bytes=max_file_bytes,
         tokenizer=tokenizer,
         encoder=loaded,
         progress=lambda total: ProgressLine("embedding passages", total),
@@ -88,6 +92,17 @@ def index(
             f"embedded {summary.embedded_passages} passages of {summary.embedded_documents} "
             f"documents with {encoder} (the others' vectors kept)"
         )
+
+
+def _max_file_bytes(max_file_mb: float) -> int:
+    """``--max-file-mb`` in bytes; infinity (or a size no file reaches) is refused: the bytes
+    of a file are read whole, so the cap must be a number a read can take."""
+    if not max_file_mb <= LARGEST_FILE_MB:  # NaN too
+        raise QAFinetuneError(
+            f"--max-file-mb must be a number of megabytes up to {LARGEST_FILE_MB:,}, got "
+            f"{max_file_mb}: give the size above which files are skipped, e.g. 50"
+        )
+    return int(max_file_mb * 1024 * 1024)
 
 
 def _check_output(output: Path, docs: list[Path]) -> None:

@@ -30,15 +30,39 @@ def label(
         str | None, typer.Option(help="Run or model whose answers the page proposes.")
     ] = None,
     backend: Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")] = "auto",
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
-        "127.0.0.1"
-    ),
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to listen on: loopback by default; another needs --allow-remote."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8001,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Listen on a --host other machines can reach: the page asks no password, "
+            "shows the documents and writes --output.",
+        ),
+    ] = False,
 ) -> None:
     """Label your own data in the browser: every change is saved at once."""
+    from qa_finetune.labeling.command import check_label_host
+
+    note = check_label_host(host, allow_remote)  # before the model and TensorFlow load
+    if note:
+        typer.echo(note, err=True)
     show_library_logs()
     if model:
         import_tensorflow_quietly()
     from qa_finetune.labeling.command import run_label
 
-    run_label(documents, output, model=model, backend=backend, host=host, port=port)
+    run_label(
+        documents,
+        output,
+        model=model,
+        backend=backend,
+        host=host,
+        port=port,
+        allow_remote=allow_remote,
+    )

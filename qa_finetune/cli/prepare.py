@@ -43,6 +43,8 @@ def prepare(
     """Load and validate data, build the windowed features and cache them."""
     show_library_logs()
     from qa_finetune.cli.prepare_summary import print_prepare_report
+    from qa_finetune.data.loading import check_data_given
+    from qa_finetune.training.prepare import check_model
     from qa_finetune.training.prepare import prepare as run_prepare
 
     show_library_logs()
@@ -60,7 +62,11 @@ def prepare(
         preprocess={"max_length": max_length, "stride": stride},
         train={"output_dir": output_dir},
     )
-    prepared = run_prepare(resolved, force=force)
+    checked = check_model(resolved)  # a model that cannot be trained is named first
+    # The features prepare caches are a run's training windows: without training data there
+    # is nothing to train on (train refuses it alike), so nothing is built or written.
+    check_data_given(resolved.data, training=True)
+    prepared = run_prepare(resolved, force=force, checked=checked)
     print_prepare_report(_printable(prepared.report), prepared.cache_dir, prepared.reused)
 
 

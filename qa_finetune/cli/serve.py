@@ -35,7 +35,13 @@ PassesOption = Annotated[
         "(default: 2 where there are 2 cores or more, else 1)."
     ),
 ]
-HostOption = Annotated[str, typer.Option(help="Address to listen on (loopback by default).")]
+HostOption = Annotated[
+    str,
+    typer.Option(
+        help="Address to listen on: loopback by default; another (0.0.0.0: every network) "
+        "makes the server reachable from the network, and says so."
+    ),
+]
 PortOption = Annotated[int, typer.Option(help="TCP port.")]
 ServeBackendOption = Annotated[str, typer.Option(help=f"Model runtime: {choices(BACKENDS)}.")]
 MaxWaitOption = Annotated[
@@ -133,6 +139,7 @@ def serve(
     model = one_model(model_argument, model, "serve")
     from qa_finetune.serving.command import require_serve_extra, stop_quietly_on_sigterm
 
+    _check_host(host)
     require_serve_extra()
     check_min_confidence(min_confidence)
     check_retriever(retriever, index)
@@ -162,6 +169,16 @@ def serve(
             **feedback,
             **answering,
         )
+
+
+def _check_host(host: str) -> None:
+    """Before anything loads: an empty ``--host`` refused, one beyond loopback said."""
+    from qa_finetune.serving.listen_address import check_host, reachable_note
+
+    check_host(host)
+    note = reachable_note(host, "server")
+    if note:
+        typer.echo(note, err=True)
 
 
 def _runs_on_tensorflow(model: str, backend: str, quantized: bool = False) -> bool:

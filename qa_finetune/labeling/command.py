@@ -14,6 +14,7 @@ from qa_finetune.errors import QAFinetuneError
 from qa_finetune.labeling.documents import DocumentError, load_documents
 from qa_finetune.labeling.store import LabelStore
 from qa_finetune.runs.targets import refuse_link
+from qa_finetune.serving.listen_address import check_host, reachable_note
 
 log = logging.getLogger("qa_finetune.labeling.command")
 
@@ -40,6 +41,21 @@ def open_store(paths: list[Path], output: Path) -> LabelStore:
     return store
 
 
+def check_label_host(host: str, allow_remote: bool) -> str | None:
+    """Refuse an empty ``--host``, and one beyond loopback unless ``allow_remote``: the page
+    asks no password, shows the documents and writes the output. Returns the line to show
+    when the page will be reachable from the network."""
+    check_host(host)
+    note = reachable_note(host, "labeling page")
+    if note and not allow_remote:
+        raise QAFinetuneError(
+            f"--host {host} is not loopback: the labeling page asks no password, shows your "
+            "documents and writes --output, for anyone who can reach this machine; keep the "
+            "default 127.0.0.1, or add --allow-remote"
+        )
+    return note
+
+
 def proposer_for(model: str, backend: str) -> Any:
     """``(question, context, top_k) -> answers`` from a run, model folder or package."""
     from qa_finetune.inference.answerer import QuestionAnswerer
@@ -55,8 +71,11 @@ def run_label(
     backend: str = "auto",
     host: str = "127.0.0.1",
     port: int = 8001,
+    allow_remote: bool = False,
 ) -> None:
-    """Serve the labeling page until SIGTERM or Ctrl-C."""
+    """Serve the labeling page until SIGTERM or Ctrl-C (on a ``host`` beyond loopback only
+    with ``allow_remote``)."""
+    check_label_host(host, allow_remote)
     from qa_finetune.serving.command import _check_port, require_serve_extra
 
     require_serve_extra()

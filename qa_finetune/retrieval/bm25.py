@@ -18,6 +18,7 @@ import numpy as np
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.libraries.extras import require
+from qa_finetune.retrieval.bm25_checks import DamagedScores, check_loaded, check_saved_files
 
 
 class RetrievalError(QAFinetuneError):
@@ -101,14 +102,19 @@ class BM25Scores:
 
     @classmethod
     def load(cls, folder: Path) -> BM25Scores:
-        """The saved matrix, memory-mapped: opening a large index costs little memory."""
+        """The saved matrix, memory-mapped: opening a large index costs little memory; a
+        damaged file is one line here (``bm25_checks``), not a failure inside bm25s at the
+        first question."""
+        bm25s = _bm25s()
         try:
-            model = _bm25s().BM25.load(str(folder), mmap=True, show_progress=False)
-        except (OSError, ValueError, KeyError) as exc:
-            raise RetrievalError(
-                f"{folder} is not a readable BM25 index ({type(exc).__name__}): rebuild it "
-                "with qa-finetune index"
-            ) from None
+            check_saved_files(folder)
+            model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+            check_loaded(model)
+        except DamagedScores as exc:
+            raise _unreadable(folder, str(exc)) from None
+        # What bm25s raises on files it cannot read (cut short, emptied, of another shape).
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError) as exc:
+            raise _unreadable(folder, type(exc).__name__) from None
         return cls(model)
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
@@ -123,6 +129,12 @@ class BM25Scores:
         """The ``k`` best passages ``(number, score)`` with a score above 0, best first; ties
         go to the earlier passage, so a search is the same every time."""
         return positive_top(self.scores(terms), k)
+
+
+def _unreadable(folder: Path, detail: str) -> RetrievalError:
+    return RetrievalError(
+        f"{folder} is not a readable BM25 index ({detail}): rebuild it with qa-finetune index"
+    )
 
 
 def positive_top(scores: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from qa_finetune.retrieval import index_files, vectors
 from qa_finetune.retrieval.bm25 import BM25Scores, RetrievalError, TextTokenizer, positive_top
+from qa_finetune.retrieval.document_names import names_within_sources
 from qa_finetune.retrieval.embedding import Encoder
 from qa_finetune.retrieval.fusion import DENSE_WEIGHT, weighted_fusion
 from qa_finetune.retrieval.retriever import Hit, Passage
@@ -164,6 +165,12 @@ class PassageIndex:
         bm25 = {int(n): float(bm25_all[n]) for n in numbers}
         dense = {int(n): float(c) for n, c in zip(numbers, cosines, strict=True)}
         return weighted_fusion(bm25, dense, DENSE_WEIGHT, k)
+
+    def names_for_clients(self) -> dict[str, str]:
+        """Each document's name as a server answers with it: its path within the folder
+        indexed (``document_names``), which a client may see where a full path may not."""
+        sources = self.manifest.get("sources")
+        return names_within_sources(self.names, sources if isinstance(sources, list) else [])
 
     def document_text(self, document: str) -> str:
         try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.serving.listen_address import check_host
 from qa_finetune.serving.uvicorn_config import (
     ready_line,
     ready_server,
@@ -79,7 +80,8 @@ def model_name(reference: str) -> str:
 
 
 def _check_port(host: str, port: int) -> None:
-    """Fail before the (slow) model load when the address cannot be bound."""
+    """Fail before the (slow) model load when the address is empty or cannot be bound."""
+    check_host(host)
     if not 1 <= port <= 65535:
         raise ServeError(f"--port must be 1 to 65535, got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -73,6 +73,10 @@ class CollectionReader:
         # A run trained with questions that have no answer leaves out the passages its rule
         # says hold none, as `ask --index` does; other models only when a request asks.
         self.rule_by_default = trained_with_no_answer(answerer.model_dir)
+        # Answers name a document by its path within the folder indexed: the folder's place
+        # on this machine is no client's business (a retriever without names keeps its own).
+        names = getattr(retriever, "names_for_clients", None)
+        self.client_names: dict[str, str] = names() if names is not None else {}
 
     def window(self, question: str, top_passages: int) -> OpenWindowed:
         """The best ``top_passages`` passages for ``question``, cut into windows."""
@@ -104,8 +108,9 @@ class CollectionReader:
 
         def finish(readings: list[PassageReading]) -> list[dict[str, Any]]:
             found = answers_from_readings(answerer, [hits], [readings], top_k, use_rule, name)
-            answers.set_result(found[0])
-            return found[0]
+            shown = [self._for_client(answer) for answer in found[0]]
+            answers.set_result(shown)
+            return shown
 
         def first(start: np.ndarray, end: np.ndarray) -> Any:
             read = readings_from_logits(
@@ -139,6 +144,10 @@ class CollectionReader:
             answers,
         )
         return answers
+
+    def _for_client(self, answer: dict[str, Any]) -> dict[str, Any]:
+        document = answer["document"]
+        return {**answer, "document": self.client_names.get(document, document)}
 
 
 def _fail_with(step: Future, answers: Future) -> None:
