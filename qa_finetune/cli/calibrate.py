@@ -61,6 +61,14 @@ TopPassagesOption = Annotated[
     typer.Option("--top-passages", min=1, help="With --open: passages read per question at most."),
 ]
 BatchSizeOption = Annotated[int | None, typer.Option(min=1, help="Windows per forward pass.")]
+AllowSeenOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-seen",
+        help="Fit even when the run trained on more than 5% of --data's questions or passages "
+        "(the confidence is then over-confident on new questions).",
+    ),
+]
 
 
 @friendly_errors
@@ -76,6 +84,7 @@ def calibrate(
     open_search: OpenOption = False,
     retriever: RetrieverOption = "hybrid",
     top_passages: TopPassagesOption = None,
+    allow_seen: AllowSeenOption = False,
 ) -> None:
     """Choose when the run answers "no answer" (rule and threshold) and fit how sure its
     answers are (confidence) on held-out questions; with --open, how sure its answers found
@@ -85,6 +94,10 @@ def calibrate(
     from qa_finetune.errors import QAFinetuneError
 
     _check_open_options(open_search, rule, question_negatives, retriever, top_passages)
+    from qa_finetune.evaluation.seen_questions import check_calibration_data
+
+    # Before any model loads; --open searches among all of --data's passages.
+    check_calibration_data(model, data, None if open_search else max_samples, allow_seen)
     if open_search:
         _calibrate_open(
             model, data, retriever, output, overwrite, max_samples, top_passages, batch_size

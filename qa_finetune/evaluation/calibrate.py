@@ -90,6 +90,9 @@ def calibrate(
     if "question_negatives" in metrics:  # the provenance says they were built, and how many
         fitted_on = {**calibration.fitted_on, "question_negatives": metrics["question_negatives"]}
         calibration = dataclasses.replace(calibration, fitted_on=fitted_on)
+    # How many of these questions the reader trained on (evaluate counts it from its record).
+    seen = {"training_data": metrics["training_data"]} if "training_data" in metrics else {}
+    calibration = dataclasses.replace(calibration, fitted_on={**calibration.fitted_on, **seen})
     warnings = [*choice.get("warnings", []), *calibration.warnings]
     if output is None:
         _save(target, saved, calibration, choice.get("warnings", []))

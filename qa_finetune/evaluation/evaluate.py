@@ -32,6 +32,7 @@ from qa_finetune.evaluation.results import (
     write_predictions,
     written_by_evaluate,
 )
+from qa_finetune.evaluation.seen_questions import seen_by_model
 from qa_finetune.files import check_file
 from qa_finetune.modeling.cpu_threads import shared_passes
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
@@ -193,6 +194,7 @@ def evaluate_model(
         **result,
         "data": examples.source,
         "model": reference,
+        "training_data": seen_by_model(loaded.model_dir, examples.records).to_dict(),
         "version_2": allow_no_answer,
         "features": windows,
         **_answering_settings(loaded, quantized, passes),
