@@ -94,10 +94,8 @@ def calibrate(
     from qa_finetune.errors import QAFinetuneError
 
     _check_open_options(open_search, rule, question_negatives, retriever, top_passages)
-    from qa_finetune.evaluation.seen_questions import check_calibration_data
-
     # Before any model loads; --open searches among all of --data's passages.
-    check_calibration_data(model, data, None if open_search else max_samples, allow_seen)
+    _check_unseen(model, data, None if open_search else max_samples, allow_seen)
     if open_search:
         _calibrate_open(
             model, data, retriever, output, overwrite, max_samples, top_passages, batch_size
@@ -125,6 +123,20 @@ def calibrate(
         typer.echo(f"confidence: {done.calibration.describe()}")
     for warning in done.warnings:
         typer.echo(f"warning: {warning}", err=True)
+
+
+def _check_unseen(model: str, data: str, max_samples: int | None, allow_seen: bool) -> None:
+    """Refuse held-out ``data`` (its first ``max_samples`` questions) of which the run trained
+    on more than 5%, unless ``allow_seen``: fitted there, the confidence is over-confident."""
+    from qa_finetune.data.seen_data import check_unseen
+    from qa_finetune.evaluation.evaluate import load_examples
+    from qa_finetune.evaluation.seen_questions import seen_by_model
+    from qa_finetune.modeling.reference import resolve_model_dir
+
+    model_dir = resolve_model_dir(model)
+    examples = load_examples(data, None, allow_no_answer=True, max_samples=max_samples)
+    seen = seen_by_model(model_dir, examples.records)
+    check_unseen(seen, allow_seen, examples.source)
 
 
 def _check_open_options(

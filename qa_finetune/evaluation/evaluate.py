@@ -162,11 +162,10 @@ def evaluate_model(
     passes: int | None = None,
     min_confidence: float | None = None,
 ) -> dict[str, Any]:
-    """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
-    The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
-    (rule and ``inference`` section); ``batch_size``, ``max_length``, ``stride`` and
-    ``no_answer_threshold`` override it (no batch size: the fastest here). ``passes``:
-    batches run at once (None: as many as the cores were shared among, else 1)."""
+    """Predict, score, count the questions trained on and report (``model_ref=None``: the
+    latest run under outputs/). The model loads as ``ask`` loads it, once the data is checked:
+    the run's rule and ``inference`` section, ``batch_size`` (None: the fastest here),
+    ``max_length``, ``stride``, ``no_answer_threshold`` over them; ``passes``: batches at once."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 

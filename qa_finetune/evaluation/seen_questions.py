@@ -1,6 +1,7 @@
 """How many of the questions a command scores or fits on, and of their passages, the model
 trained on: its record (``runs/training_data_file``) against the questions
-(``data/seen_data``). ``evaluate`` reports it; ``calibrate`` refuses data mostly trained on."""
+(``data/seen_data``). ``evaluate`` and ``interpolate`` report it; ``calibrate`` refuses data
+mostly trained on (``data/seen_data.check_unseen``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 from qa_finetune.data.seen_data import (
     UNKNOWN,
     SeenReport,
-    check_unseen,
     report_from_dict,
     seen_report,
 )
@@ -24,21 +24,6 @@ def seen_by_model(model_dir: Path, records: Iterable[Mapping[str, Any]]) -> Seen
     """How many of ``records`` the model in ``model_dir`` trained on (unknown without a
     record)."""
     return seen_report(model_training_data(model_dir), records)
-
-
-def check_calibration_data(
-    model_ref: str, data: str, max_samples: int | None, allow_seen: bool
-) -> SeenReport:
-    """Refuse, before any model loads, held-out ``data`` (its first ``max_samples``
-    questions) that the model ``model_ref`` trained on, unless ``allow_seen``."""
-    from qa_finetune.evaluation.evaluate import load_examples
-    from qa_finetune.modeling.reference import resolve_model_dir
-
-    model_dir = resolve_model_dir(model_ref)
-    examples = load_examples(data, None, allow_no_answer=True, max_samples=max_samples)
-    seen = seen_by_model(model_dir, examples.records)
-    check_unseen(seen, allow_seen, examples.source)
-    return seen
 
 
 def seen_row(metrics: Mapping[str, Any]) -> tuple[str, str] | None:
