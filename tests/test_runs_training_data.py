@@ -174,3 +174,15 @@ def test_allow_seen_lets_the_calibration_go_on(runs: tuple[Path, Path], tmp_path
     assert result.exit_code == 1
     assert "none of its 20 questions is without an answer" in result.stderr
     assert _row(result.output).startswith("trained on 16 of 20 questions (80.0%), ")
+
+
+def test_replayed_questions_count_as_trained_on(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from qa_finetune.training.prepare import prepare
+
+    values = tiny_run_config(tiny_model_dir, tmp_path).to_dict()
+    values["data"].update(replay_file=str(VALIDATION), replay_fraction=0.2)
+    record = prepare(Config.from_dict(values)).training_data
+    assert record.sources == ("train.json", "validation.json")
+    # Every replayed question may be drawn in some epoch: the whole file counts.
+    assert seen_report(record, _records(VALIDATION)).seen_questions == 136
+    assert seen_report(record, _records(TRAIN)).seen_questions == 16
