@@ -122,15 +122,12 @@ class TrainingFingerprint:
             raise damaged(source, "not a JSON object")
         if values.get("format") != FORMAT or values.get("hash") != HASH:
             raise damaged(source, f"format {values.get('format')!r}, hash {values.get('hash')!r}")
-        lists = {}
-        for key in ("sources", "unknown"):
-            items = values.get(key, [])
-            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-                raise damaged(source, f"{key!r} is not a list of names")
-            lists[key] = tuple(items)
-        keys = [f"{kind[:-1]}_hashes" for kind in _KINDS]
-        hashes = [_unpack(values.get(key), source, key) for key in keys]
-        return cls(*hashes, **lists)
+        ids, pairs, passages = (
+            _unpack(values.get(f"{kind[:-1]}_hashes"), source, f"{kind[:-1]}_hashes")
+            for kind in _KINDS
+        )
+        names = [_names(values.get(key, []), source, key) for key in ("sources", "unknown")]
+        return cls(ids, pairs, passages, *names)
 
 
 def fingerprint_of(records: Iterable[Mapping[str, Any]], source: str) -> TrainingFingerprint:
@@ -161,6 +158,12 @@ def damaged(source: str, why: str) -> TrainingDataError:
         f"{source} is damaged ({why}): copy it again from the run that trained the model, or "
         "delete it (the model's training data is then unknown)"
     )
+
+
+def _names(items: Any, source: str, key: str) -> tuple[str, ...]:
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise damaged(source, f"{key!r} is not a list of names")
+    return tuple(items)
 
 
 def _joined(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from qa_finetune.config import Config
 from qa_finetune.config.values import FEATURES_DIR
 from qa_finetune.data.loading import LoadedData, check_files_exist, load_data
+from qa_finetune.data.training_fingerprint import TrainingFingerprint
 from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.features.windows import WindowSpec, window_spec
 from qa_finetune.libraries.compat import dataset_fingerprint, has_indices_mapping
@@ -69,7 +70,7 @@ class PreparedData:
     # Each monitor file by name: (evaluation windows, validated examples).
     monitors: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     # What the windows were made of, hashed (data/training_fingerprint); None: no train split.
-    training_data: Any = None
+    training_data: TrainingFingerprint | None = None
 
 
 def features_root(config: Config) -> Path:
@@ -262,7 +263,8 @@ def _prepare_extras(
         features = prepare(replay, force, checked)
         prepared.replay, prepared.replay_fingerprint = features.train, features.fingerprint
         # Replayed windows are trained on too.
-        prepared.training_data = prepared.training_data.union(features.training_data)
+        if prepared.training_data is not None and features.training_data is not None:
+            prepared.training_data = prepared.training_data.union(features.training_data)
         log.info("replay: %d training windows (%s)", len(features.train), features.cache_dir)
     for name, monitor in monitor_configs(config).items():
         features = prepare(monitor, force, checked)
