@@ -186,3 +186,16 @@ def test_replayed_questions_count_as_trained_on(tiny_model_dir: Path, tmp_path: 
     # Every replayed question may be drawn in some epoch: the whole file counts.
     assert seen_report(record, _records(VALIDATION)).seen_questions == 136
     assert seen_report(record, _records(TRAIN)).seen_questions == 16
+
+
+def test_the_calibration_records_what_it_was_fitted_on(calibrated_tiny_run: Path) -> None:
+    # A hand-made run (no record): its calibration says the training data is unknown.
+    saved = json.loads((calibrated_tiny_run / "calibration.json").read_text(encoding="utf-8"))
+    assert saved["fitted_on"]["training_data"] == {
+        "questions": 58,
+        "seen_questions": None,
+        "passages": 10,
+        "seen_passages": None,
+        "known": False,
+        "not_recorded": [],
+    }
