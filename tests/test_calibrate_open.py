@@ -233,3 +233,25 @@ def test_evaluate_open_reports_how_trustworthy_the_search_confidence_is(
     assert plain["ece"] == plain["passage_confidence"]["ece"]
     assert opened["passage_confidence"] == plain["passage_confidence"]
     assert opened["mean_confidence"] != pytest.approx(plain["mean_confidence"])
+
+
+def test_the_open_provenance_says_how_many_questions_the_run_trained_on(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import qa_finetune.calibration.open_search as fit_module
+    from qa_finetune.data.training_fingerprint import fingerprint_of
+    from qa_finetune.evaluation.evaluate import load_examples
+    from qa_finetune.runs.training_data_file import write_training_data
+
+    # The random tiny model fits nothing: the fit itself is replaced, the reading is not.
+    monkeypatch.setattr(fit_module, "fit_open_calibration", lambda *a: fitted("bm25"))
+    data = squad_file(tmp_path / "held.json")  # 6 answerable questions
+    records = load_examples(str(data), None, allow_no_answer=True).records
+    write_training_data(run, fingerprint_of(records[:1], "held.json"))
+    args = ["--model", str(run), "--data", str(data), "--open", "--retriever", "bm25"]
+    refused = calibrate(*args)
+    assert refused.exit_code == 1 and "the model trained on 1 of " in last_line(refused)
+    assert calibrate(*args, "--allow-seen").exit_code == 0
+    saved = json.loads((run / "calibration.json").read_text())
+    seen = saved["open"]["fitted_on"]["training_data"]
+    assert (seen["questions"], seen["seen_questions"], seen["known"]) == (6, 1, True)

@@ -74,11 +74,19 @@ def test_the_new_run_says_what_it_mixed_and_has_a_rule_of_its_own(
     result = _interpolate(child, out, "--weight", "0.5")
     assert result.exit_code == 0, result.output
     record = json.loads((out / "interpolation.json").read_text(encoding="utf-8"))
+    # The held-out questions are the ones both runs trained on, and the record says so.
+    seen = {"questions": 58, "seen_questions": 58, "passages": 10, "seen_passages": 10}
     assert record == {
         "base": str((parent / "model").resolve()),
         "tuned": str(child.resolve()),
         "weight": 0.5,
+        "held_out_training_data": {**seen, "known": True, "not_recorded": []},
     }
+    assert result.output.strip().endswith(
+        "; held-out questions trained on: 58 of 58 questions (100.0%), 10 of 10 passages (100.0%)"
+    )
+    both = json.loads((out / "training_data.json").read_text(encoding="utf-8"))
+    assert both["sources"] == ["unanswerable.json"] and both["unknown"] == []
     saved = run_rule(out)
     assert saved is not None and saved.chosen_on.startswith(str(DATA))
     # Training's records describe the child's weights: not carried over.

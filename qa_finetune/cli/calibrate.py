@@ -79,6 +79,14 @@ LongContextsOption = Annotated[
         "of one paragraph add none].",
     ),
 ]
+AllowSeenOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-seen",
+        help="Fit even when the run trained on more than 5% of --data's questions or passages "
+        "(the confidence is then over-confident on new questions).",
+    ),
+]
 
 
 @friendly_errors
@@ -95,6 +103,7 @@ def calibrate(
     open_search: OpenOption = False,
     retriever: RetrieverOption = "hybrid",
     top_passages: TopPassagesOption = None,
+    allow_seen: AllowSeenOption = False,
 ) -> None:
     """Choose when the run answers "no answer" (rule and threshold) and fit how sure its
     answers are (confidence) on held-out questions; with --open, how sure its answers found
@@ -114,6 +123,8 @@ def calibrate(
 
     # The model is named once, here; everything below takes this object, never the string.
     named = NamedModel.of(model)
+    # Before any model loads; --open searches among all of --data's passages.
+    _check_unseen(named, data, None if open_search else max_samples, allow_seen)
     if open_search:
         _calibrate_open(
             named, data, retriever, output, overwrite, max_samples, top_passages, batch_size
@@ -144,6 +155,18 @@ def calibrate(
         typer.echo(f"confidence: {done.calibration.describe()}")
     for warning in done.warnings:
         typer.echo(f"warning: {warning}", err=True)
+
+
+def _check_unseen(model: NamedModel, data: str, max_samples: int | None, allow_seen: bool) -> None:
+    """Refuse held-out ``data`` (its first ``max_samples`` questions) of which the run trained
+    on more than 5%, unless ``allow_seen``: fitted there, the confidence is over-confident."""
+    from qa_finetune.data.seen_data import check_unseen
+    from qa_finetune.evaluation.evaluate import load_examples
+    from qa_finetune.evaluation.seen_questions import seen_by_model
+
+    examples = load_examples(data, None, allow_no_answer=True, max_samples=max_samples)
+    seen = seen_by_model(model.model_dir, examples.records)
+    check_unseen(seen, allow_seen, examples.source)
 
 
 def _check_open_options(

@@ -46,6 +46,7 @@ def interpolate(
     """Average a fine-tuned run's weights with its base model's into a new run."""
     show_library_logs()
     from qa_finetune.evaluation.interpolate_run import interpolate_run
+    from qa_finetune.evaluation.seen_questions import seen_line
 
     done = interpolate_run(model, weight, output, base, held_out)
     line = f"{done.run_dir}: {done.weight:g} of {model}, {1 - done.weight:g} of {done.base}"
@@ -55,4 +56,5 @@ def interpolate(
             f"; held-out F1 {choice['compared'][choice['rule']['kind']]['f1']:.2f} with its "
             f"own no-answer rule ({choice['rule']['kind']}, threshold {choice['threshold']:.4f})"
         )
+        line += f"; held-out questions {seen_line(done.metrics)}"
     typer.echo(line)

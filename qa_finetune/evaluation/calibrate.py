@@ -121,12 +121,15 @@ _PROVENANCE_KEYS = {
     "data_sha256": "sha256",
     "question_negatives": "question_negatives",
     "long_contexts": "long_contexts",
+    # How many of these questions the reader trained on (evaluate counts it from its record).
+    "training_data": "training_data",
 }
 
 
 def with_provenance(calibration: Calibration, metrics: dict[str, Any]) -> Calibration:
     """``calibration`` whose ``fitted_on`` also says how its data was built: the file's sha256,
-    the question-level negatives and whole-document questions added, and how many."""
+    the question-level negatives and whole-document questions added, and how many of its
+    questions the reader trained on."""
     extra = {key: metrics[name] for name, key in _PROVENANCE_KEYS.items() if name in metrics}
     return dataclasses.replace(calibration, fitted_on={**calibration.fitted_on, **extra})
 

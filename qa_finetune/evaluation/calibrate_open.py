@@ -96,6 +96,7 @@ def open_calibration_of(
     from qa_finetune.evaluation.evaluate import load_examples
     from qa_finetune.evaluation.open_evaluation import collection_of, read_passages, spread_sample
     from qa_finetune.evaluation.open_retrievers import add_embeddings
+    from qa_finetune.evaluation.seen_questions import seen_by_model
     from qa_finetune.metrics import v2_question_scores
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.modeling.scoring import references
@@ -131,6 +132,7 @@ def open_calibration_of(
         "questions": len(questions),
         "passages": len(index),
         "top_passages": top_passages,
+        "training_data": seen_by_model(loaded.model_dir, questions).to_dict(),
     }
     logistic = dataclasses.replace(fitted.logistic, fitted_on=provenance)
     return dataclasses.replace(fitted, logistic=logistic)

@@ -32,6 +32,7 @@ from qa_finetune.evaluation.results import (
     write_predictions,
     written_by_evaluate,
 )
+from qa_finetune.evaluation.seen_questions import seen_by_model
 from qa_finetune.files import check_file
 from qa_finetune.files.provenance import file_sha256, public_source
 from qa_finetune.modeling.cpu_threads import shared_passes
@@ -199,11 +200,10 @@ def evaluate_model(
     min_confidence: float | None = None,
     long_contexts: float = 0.0,
 ) -> dict[str, Any]:
-    """Predict, score and report; ``model_ref=None`` means the latest run under outputs/.
-    The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
-    (rule and ``inference`` section); ``batch_size``, ``max_length``, ``stride`` and
-    ``no_answer_threshold`` override it (no batch size: the fastest here). ``passes``:
-    batches run at once (None: as many as the cores were shared among, else 1)."""
+    """Predict, score, count the questions trained on and report (``model_ref=None``: the
+    latest run under outputs/). The model loads as ``ask`` loads it, once the data is checked:
+    the run's rule and ``inference`` section, ``batch_size`` (None: the fastest here),
+    ``max_length``, ``stride``, ``no_answer_threshold`` over them; ``passes``: batches at once."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -239,6 +239,7 @@ def evaluate_model(
         **result,
         "data": examples.source,
         "model": reference,
+        "training_data": seen_by_model(loaded.model_dir, examples.records).to_dict(),
         "version_2": allow_no_answer,
         "features": windows,
         **_answering_settings(loaded, quantized, passes),

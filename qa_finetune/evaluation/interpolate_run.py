@@ -68,6 +68,22 @@ def _copy_files(source: Path, staging: Path) -> None:
             shutil.copy2(source / name, staging / name)
 
 
+def _record_training_data(tuned: Path, base: Path, staging: Path) -> None:
+    """What both weights trained on, in the new run: the tuned run's record with the base's
+    (named as unknown when it has none); nothing when the tuned run has no record."""
+    from qa_finetune.runs.training_data_file import (
+        model_training_data,
+        with_parent,
+        write_training_data,
+    )
+
+    own = model_training_data(RunPaths(tuned).model)
+    if own is not None:
+        # Named as a run is (no local path goes into a record that is pushed).
+        name = base.parent.name if base.name == "model" else base.name
+        write_training_data(staging, with_parent(own, base, f"base {name}"))
+
+
 def _rule_data(tuned: Path, config: Any, held_out: str | None) -> str | None:
     """The questions that choose the new run's no-answer rule: ``held_out``, else the run's
     validation file; a ``held_out`` that is missing, or that would choose nothing (a run
@@ -134,10 +150,13 @@ def interpolate_run(
         _copy_files(tuned, staging)
         tf_weights = config.train.tf_weights  # the formats of the run it comes from
         save_model_atomic(model, tokenizer, RunPaths(staging).model, tf_weights=tf_weights)
-        RunPaths(staging).interpolation.write_text(json.dumps(record, indent=2) + "\n")
+        _record_training_data(tuned, base, staging)
         if config.data.allow_no_answer:
             # Chosen before the folder is swapped in: a failed or interrupted choice leaves
             # no run that would answer with a rule meant for other weights.
             metrics = calibrate(str(staging), str(rule_data), overwrite=True).metrics
+            # How many of the questions that chose it the averaged weights trained on.
+            record["held_out_training_data"] = metrics.get("training_data")
+        RunPaths(staging).interpolation.write_text(json.dumps(record, indent=2) + "\n")
     log.info("interpolated: %.2f of %s, %.2f of %s -> %s", weight, tuned, 1 - weight, base, output)
     return Interpolated(output, base, weight, metrics)

@@ -12,6 +12,7 @@ from typing import Any
 from qa_finetune.evaluation.by_title import TITLES_FILE, title_scores, write_title_scores
 from qa_finetune.evaluation.confidence_report import CONFIDENCE_FILES
 from qa_finetune.evaluation.report import scored_rows, write_report
+from qa_finetune.evaluation.seen_questions import seen_row
 from qa_finetune.files import write_json
 from qa_finetune.runs.ownership import has_marker, is_run_directory, write_marker
 from qa_finetune.runs.paths import EVAL_DIR
@@ -84,6 +85,7 @@ def _summary(metrics: Mapping[str, Any]) -> str:
         ("exact match", f"{metrics['exact_match']:.2f}"),
         ("F1", f"{metrics['f1']:.2f}"),
     ]
+    rows += [row for row in [seen_row(metrics)] if row is not None]
     if metrics.get("missing"):
         rows.append(("missing predictions (scored 0)", metrics["missing"]))
     for key in ("HasAns", "NoAns"):

@@ -33,6 +33,7 @@ from qa_finetune.runs import directory as rundir
 from qa_finetune.runs.finished import finished_steps, model_is_last
 from qa_finetune.runs.ownership import EXPORT_MARKER, check_replaceable, write_marker
 from qa_finetune.runs.paths import RunPaths
+from qa_finetune.runs.training_data_file import copy_training_data
 from qa_finetune.training.failures import disk_full_error
 
 CHECKPOINTS = ("latest", "best")
@@ -181,12 +182,13 @@ def export_run(
     else:
         model = load_qa_model(source)
     tokenizer = load_tokenizer(source)
-    settings = qa_settings(_run_of(run_dir, source), tokenizer)
+    recorded = _run_of(run_dir, source)  # the run's model/: its settings and training data
+    settings = qa_settings(recorded, tokenizer)
     settings.update(format=fmt, source=source.name, checkpoint=checkpoint, step=step)
     try:
         if in_place:
             return _add_to_model_folder(model, tokenizer, target, settings)
-        return _write_export(chosen, model, tokenizer, target, quantize, settings)
+        return _write_export(chosen, model, tokenizer, target, quantize, settings, recorded)
     except Exception as exc:
         # h5py says "Can't close file (errno = 2)" when the disk is full: say what it is.
         if is_disk_full(exc, target.parent):
@@ -231,9 +233,12 @@ def _write_export(
     target: Path,
     quantize: str | None,
     settings: dict[str, Any],
+    recorded: Path,
 ) -> Path:
-    """The format's files, its settings and marker, built beside ``target`` and swapped in."""
+    """The format's files, its settings, the record of what ``recorded`` (the model folder)
+    trained on, and the marker, built beside ``target`` and swapped in."""
     with staged_folder(target) as staging:
+        copy_training_data(recorded, staging)
         files = fmt.write(model, tokenizer, staging, quantize)
         if fmt.serving:
             # What a serving stack needs beside the model to window and decode.

@@ -37,6 +37,7 @@ from qa_finetune.runs.paths import (
     METRICS_FILE,
     RunPaths,
 )
+from qa_finetune.runs.training_data_file import copy_training_data
 
 # The training record that goes under training/ (checkpoints/ and features/ never do).
 TRAINING_FILES = (CONFIG_FILE, METRICS_FILE, HISTORY_FILE, CURVES_FILE)
@@ -128,6 +129,8 @@ def stage(run_dir: Path, repo_id: str, staging_dir: Path) -> tuple[list[str], st
     staging_dir.mkdir(parents=True, exist_ok=True)
     write_marker(staging_dir, STAGING_MARKER, "qa-finetune push")
     _copy_files(model_dir, staging_dir)
+    # Beside the weights, where a downloaded copy of the model finds it.
+    copy_training_data(model_dir, staging_dir)
     if RunPaths(run_dir).eval_dir.is_dir():
         _copy_files(RunPaths(run_dir).eval_dir, staging_dir / EVAL_DIR)
     for name in TRAINING_FILES:

@@ -22,6 +22,7 @@ EVAL_DIR = "eval"
 NO_ANSWER_RULE_FILE = "no_answer_rule.json"
 INTERPOLATION_FILE = "interpolation.json"
 CALIBRATION_FILE = "calibration.json"
+TRAINING_DATA_FILE = "training_data.json"
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ class RunPaths:
     def calibration(self) -> Path:
         """How answers get their confidence, fitted on held-out questions, when it was."""
         return self.root / CALIBRATION_FILE
+
+    @property
+    def training_data(self) -> Path:
+        """The hashes of what the run's weights trained on, its parents' included."""
+        return self.root / TRAINING_DATA_FILE
 
     @property
     def interpolation(self) -> Path:

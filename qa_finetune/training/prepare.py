@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from qa_finetune.config import Config
 from qa_finetune.config.values import FEATURES_DIR
 from qa_finetune.data.loading import LoadedData, check_files_exist, load_data
+from qa_finetune.data.training_fingerprint import TrainingFingerprint
 from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.features.windows import WindowSpec, window_spec
 from qa_finetune.libraries.compat import dataset_fingerprint, has_indices_mapping
@@ -32,6 +33,7 @@ from qa_finetune.training.feature_cache import (
     write_atomically,
 )
 from qa_finetune.training.prepare_report import summarise
+from qa_finetune.training.training_data import cached_training_data, record_examples
 
 MAP_BATCH_SIZE = 1000
 # Examples per map call (see _windows); a multiple of MAP_BATCH_SIZE, so the batches are the
@@ -67,6 +69,8 @@ class PreparedData:
     replay_fingerprint: str | None = None  # the replay windows' cache fingerprint
     # Each monitor file by name: (evaluation windows, validated examples).
     monitors: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    # What the windows were made of, hashed (data/training_fingerprint); None: no train split.
+    training_data: TrainingFingerprint | None = None
 
 
 def features_root(config: Config) -> Path:
@@ -163,6 +167,8 @@ def _build_cache(
     try:
         loaded = load_data(config.data, seed=config.train.seed, work_dir=staging / WORK_DIR)
         train, validation = _build(config, loaded, tokenizer, spec, staging / WORK_DIR)
+        if train is not None:  # renamed into the cache with the features
+            record_examples(loaded.splits["train"], loaded.sources["train"], staging)
         report = summarise(loaded, train, validation, spec, fingerprint)
         write_atomically(
             cache_dir,
@@ -241,6 +247,8 @@ def prepare(
         tokenizer,
         digests,
     )
+    if train is not None:
+        prepared.training_data = cached_training_data(config, cache_dir)
     _prepare_extras(config, prepared, force, CheckedModel(model_dir, tokenizer, spec))
     return prepared
 
@@ -254,6 +262,9 @@ def _prepare_extras(
     if replay is not None:
         features = prepare(replay, force, checked)
         prepared.replay, prepared.replay_fingerprint = features.train, features.fingerprint
+        # Replayed windows are trained on too.
+        if prepared.training_data is not None and features.training_data is not None:
+            prepared.training_data = prepared.training_data.union(features.training_data)
         log.info("replay: %d training windows (%s)", len(features.train), features.cache_dir)
     for name, monitor in monitor_configs(config).items():
         features = prepare(monitor, force, checked)

@@ -25,6 +25,7 @@ from qa_finetune.training.end_calibration import validation_source
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.schedule import Schedule
 from qa_finetune.training.tf_data import window_lengths
+from qa_finetune.training.training_data import write_run_record
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,14 @@ def describe_run(
     schedule: Schedule,
     **facts: Any,
 ) -> None:
-    """env.json and the summary table (``facts``: parameters, replicas, precision)."""
+    """env.json, training_data.json and the summary table (``facts``: parameters, replicas,
+    precision)."""
     device = device_description()
     env = rundir.environment(device, config.train.seed, prepared.fingerprint, facts["precision"])
     # Each data file by content: --resume refuses data changed under the same path.
     env["data_files"] = prepared.data_files
     write_json(RunPaths(run_dir).env, env)
+    write_run_record(run_dir, config, prepared.training_data)
     log_summary(config, prepared, schedule, device=device, run_dir=run_dir, **facts)
 
 
