@@ -169,7 +169,10 @@ def test_calibrate_refuses_data_mostly_trained_on(
 def test_allow_seen_lets_the_calibration_go_on(runs: tuple[Path, Path], tmp_path: Path) -> None:
     parent, _ = runs
     args = ["calibrate", "--model", str(parent), "--data", str(TRAIN), "--max-samples", "20"]
-    result = runner.invoke(app, [*args, "--allow-seen", "--output", str(tmp_path / "copy")])
+    only_given = ["--long-contexts", "0"]  # the 20 questions as given, none added
+    result = runner.invoke(
+        app, [*args, *only_given, "--allow-seen", "--output", str(tmp_path / "copy")]
+    )
     # Past the check: refused next for having no unanswerable question, after the evaluation.
     assert result.exit_code == 1
     assert "none of its 20 questions is without an answer" in result.stderr

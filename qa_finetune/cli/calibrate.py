@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -143,6 +143,11 @@ def calibrate(
         question_negatives,
         DEFAULT_LONG_CONTEXTS if long_contexts is None else long_contexts,
     )
+    _show_calibrated(done)
+
+
+def _show_calibrated(done: Any) -> None:
+    """What ``calibrate`` chose, in three lines and its warnings."""
     compared = "; ".join(
         f"{kind}: F1 {values['f1']:.2f}" + (f", AUC {values['auc']:.3f}" if "auc" in values else "")
         for kind, values in done.saved.compared.items()

@@ -4,7 +4,7 @@
 A reader answers the questions it trained on better than new ones, so a score or a calibration
 measured on them says little about new questions. The hashes let any later command tell which
 of its questions and passages the model saw, without keeping the data: about 4 bytes a hash
-once sorted, delta-coded, deflated and base64-coded (``bench/reports/training-fingerprint.md``).
+once sorted, delta-coded, deflated and base64-coded (``bench/reports/21-training-record.md``).
 
 Texts are compared after NFKC, case folding and collapsing whitespace, so a context copied with
 other line breaks is the same passage. A context of several paragraphs (blank-line separated,

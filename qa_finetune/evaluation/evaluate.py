@@ -200,10 +200,8 @@ def evaluate_model(
     min_confidence: float | None = None,
     long_contexts: float = 0.0,
 ) -> dict[str, Any]:
-    """Predict, score, count the questions trained on and report (``model_ref=None``: the
-    latest run under outputs/). The model loads as ``ask`` loads it, once the data is checked:
-    the run's rule and ``inference`` section, ``batch_size`` (None: the fastest here),
-    ``max_length``, ``stride``, ``no_answer_threshold`` over them; ``passes``: batches at once."""
+    """Predict, score, count the questions trained on and report, loading the model as ``ask``
+    does once the data is checked (``model_ref=None``: the latest run under outputs/)."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -211,19 +209,12 @@ def evaluate_model(
     if report_dir is not None:
         check_report_dir(report_dir, inputs)
     reference = str(model_ref or latest_run(RUNS_ROOT))
-    examples = load_examples(
-        data,
-        dataset,
-        split,
-        allow_no_answer,
-        max_samples,
-        question_negatives,
-        long_contexts=long_contexts,
-    )
+    added = {"question_negatives": question_negatives, "long_contexts": long_contexts}
+    examples = load_examples(data, dataset, split, allow_no_answer, max_samples, **added)
     options: dict[str, Any] = dict(max_length=max_length, stride=stride, backend=backend)
-    options["min_confidence"] = min_confidence
     options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold, tune_batch=True)
     options.update(quantized=quantized, warn_untrained_head=warn_untrained_head)
+    options["min_confidence"] = min_confidence
     loaded = load_for_answering(model_ref or reference, **options)
     started = time.perf_counter()
     passes = shared_passes() if passes is None else passes
@@ -245,12 +236,20 @@ def evaluate_model(
         **_answering_settings(loaded, quantized, passes),
         "seconds": round(seconds, 3),
         "questions_per_second": round(len(examples.records) / max(seconds, 1e-9), 2),
-        **({"question_negatives": examples.negatives} if examples.negatives else {}),
-        **({"long_contexts": examples.long_contexts} if examples.long_contexts else {}),
-        **({"data_sha256": examples.sha256} if examples.sha256 else {}),
-        "data_public": examples.public,
+        **_provenance(examples),
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
+
+
+def _provenance(examples: EvalExamples) -> dict[str, Any]:
+    """How the data was built and named, for a calibration's provenance: the questions added
+    (negatives, whole-document questions), the file's sha256 and its public name."""
+    built = {
+        "question_negatives": examples.negatives,
+        "long_contexts": examples.long_contexts,
+        "data_sha256": examples.sha256,
+    }
+    return {**{k: v for k, v in built.items() if v}, "data_public": examples.public}
 
 
 def _answering_settings(loaded: Any, quantized: bool, passes: int | None = None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ gold paragraph is given (the ordinary evaluation).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -233,7 +234,5 @@ def evaluate_open(
         **plain._answering_settings(loaded, loading.get("quantized", False)),
         "seconds": round(gold_seconds, 3),
     }
-    examples = plain.EvalExamples(
-        questions, everything.source, everything.report, public=everything.public
-    )
+    examples = dataclasses.replace(everything, records=questions, negatives=None)
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
