@@ -103,14 +103,18 @@ def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
 
 
 def _dropped(report: SplitReport) -> str:
-    """What was dropped: the first record named (record or article, and field), and every
-    reason when there are several."""
+    """What was dropped (every example, as no split is made of none): how many, the first
+    record named (record or article, and field), and every reason when there are several."""
     reasons = dict(report.drop_reasons)
+    count = report.examples_dropped
+    counted = "its only example was dropped" if count == 1 else f"all {count} examples dropped"
     if not report.samples:
-        return f"dropped: {reasons}"
+        return f"{counted}: {reasons}"
+    if count == 1:
+        return f"{counted}: {report.samples[0]}"
     if len(reasons) == 1:
-        return f"dropped {report.samples[0]}"
-    return f"dropped: {reasons}; first: {report.samples[0]}"
+        return f"{counted}; first: {report.samples[0]}"
+    return f"{counted}: {reasons}; first: {report.samples[0]}"
 
 
 def _why_none(report: SplitReport, name: str) -> str:
