@@ -122,6 +122,11 @@ def ask(
         check_index_options(index, top_passages, context, context_file, retriever)
     _check_combination(question, context, context_file, batch, output, overwrite)
     check_threshold(no_answer_threshold)
+    if no_answer_threshold is not None and not allow_no_answer:
+        raise QAFinetuneError(
+            "--no-answer-threshold applies only with --allow-no-answer (without it every "
+            "question gets its best span): add --allow-no-answer, or drop --no-answer-threshold"
+        )
     check_min_confidence(min_confidence)
     check_passes(passes)
     settings = dict(quantized=quantized, max_length=max_length, stride=stride)

@@ -47,7 +47,11 @@ def split_paths(files: str) -> list[str]:
     return [part.strip() for part in files.split(",") if part.strip()]
 
 
-NO_DATA = "no data given: pass --train-file FILE, --dataset NAME or --config"
+# Said whether or not a --config was given: a config file may set no data (an empty one).
+NO_DATA = (
+    "no data given: pass --train-file FILE or --dataset NAME, or a --config file that sets "
+    "data.train_file or data.dataset"
+)
 
 
 def check_data_given(config: DataConfig, training: bool = False) -> None:
@@ -60,8 +64,8 @@ def check_data_given(config: DataConfig, training: bool = False) -> None:
         raise DataError(NO_DATA)
     if training and not train:
         raise DataError(
-            "no training data given (only --validation-file): pass --train-file FILE, "
-            "--dataset NAME or --config"
+            "no training data given (only --validation-file): pass --train-file FILE or "
+            "--dataset NAME, or a --config file that sets data.train_file or data.dataset"
         )
 
 
