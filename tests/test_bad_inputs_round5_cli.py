@@ -183,3 +183,27 @@ def test_split_says_what_it_wrote_once(tmp_path: Path) -> None:
         f"8 questions in {out / 'train.json'}, 2 held out in {out / 'heldout.json'} (fold 0 "
         "of 5, 10 documents, seed 42)",
     ]
+
+
+# Item 11: index left the folder through `up -> ..` and indexed its neighbours.
+def test_index_never_leaves_the_folder_through_a_link(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "loop").mkdir(parents=True)
+    (docs / "a.txt").write_text("Alma Stroud designed the bridge.", encoding="utf-8")
+    (tmp_path / "sibling").mkdir()
+    (tmp_path / "sibling" / "s.txt").write_text("Another folder's text.", encoding="utf-8")
+    os.symlink("../..", docs / "loop" / "up")
+    os.symlink("../sibling/s.txt", docs / "s.txt")
+    code, errors, stdout = run(["index", docs, "--output", tmp_path / "idx", "--encoder", "none"])
+    assert code == 0
+    assert errors == [
+        f"skipped {docs / 'loop' / 'up'}: symbolic link out of the folder (to ../..): not followed",
+        f"skipped {docs / 's.txt'}: symbolic link out of the folder (to ../sibling/s.txt): not "
+        "followed",
+        "note: 2 symbolic links out of the folder not followed (a folder's documents are the "
+        "files under it): name what a link points to on the command line to index it",
+    ]
+    assert stdout.splitlines()[0].startswith(
+        f"{tmp_path / 'idx'}: 1 documents, 1 passages (1 added, 0 changed, 0 unchanged, 0 "
+        "removed, 2 skipped) in "
+    )
