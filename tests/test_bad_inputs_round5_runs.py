@@ -1,15 +1,20 @@
-"""Round five of bad inputs, training: Ctrl+C while a new run writes its first checkpoint.
-Nothing is whole to keep, so the run is undone; the line says so (it said "completed
-checkpoints and files on disk are intact" while the folder was gone), and a run that
-``--overwrite`` was replacing is back byte for byte."""
+"""Round five of bad inputs, runs: Ctrl+C while a new run writes its first checkpoint, and
+what calibrate prints.
+
+Nothing is whole to keep at that Ctrl+C, so the run is undone; the line says so (it said
+"completed checkpoints and files on disk are intact" while the folder was gone), and a run
+that ``--overwrite`` was replacing is back byte for byte. ``calibrate`` said each warning
+twice and printed the held-out evaluation's whole report, every title of it."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from round4_files import tree
+from sample_files import sample_data_path
 from tiny_runs import tiny_run_config
 from typer.testing import CliRunner
 
@@ -67,3 +72,32 @@ def test_ctrl_c_in_the_first_checkpoint_of_an_overwrite_puts_the_old_run_back(
         f"it replaced is back in {run_dir}"
     )
     assert tree(run_dir) == before
+
+
+# Item 17: calibrate says what it chose, each warning once, and no report tables.
+def test_calibrate_prints_its_outcome_and_each_warning_once(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run_dir / "model")
+    (run_dir / "config.yaml").write_text("preprocess:\n  max_length: 96\n  stride: 24\n")
+    data = sample_data_path("unanswerable")  # 58 questions, 23 without an answer: 4 warnings
+    args = ["calibrate", "--model", run_dir, "--data", data, "--output", tmp_path / "copy"]
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3  # it printed the report: 60 lines, a table per title
+    assert lines[0].startswith(f"{tmp_path / 'copy'}: no-answer rule ")
+    assert "(held-out null_gap: F1 " in lines[0]
+    assert lines[1].startswith("confidence: ")
+    assert lines[2].startswith("answers after the first keep the share of what the first ")
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
+        "warning: the no-answer threshold was chosen on 58 held-out questions (fewer than 200): "
+        "it may refuse questions it should answer, or the reverse",
+        "warning: only 23 held-out questions without an answer chose the no-answer threshold "
+        "(fewer than 30)",
+        "warning: fitted on 58 held-out questions (fewer than 200): its confidence may be off "
+        "by more than it says; calibrate on more questions",
+        "warning: only 23 held-out questions without an answer (fewer than 30): the confidence "
+        "of 'no answer' is poorly measured",
+    ]
