@@ -9,6 +9,7 @@ starts) are a mistake in the file, so they are refused as malformed and never mi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Real
 from typing import Any
 
 MALFORMED = "malformed answers field"
@@ -18,7 +19,7 @@ def _kind(value: Any) -> str:
     """``value``'s JSON kind as a message names it."""
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, (int, float)):
+    if isinstance(value, Real):
         return "a number"
     if isinstance(value, str):
         return "a string"
