@@ -38,7 +38,7 @@ def refuse_link(path: Path, option: str) -> None:
         )
 
 
-def refuse_read_only(path: Path, option: str) -> None:
+def refuse_read_only_file(path: Path, option: str) -> None:
     """A file with no write bit at all is refused (its mode bits, not ``os.access``: root
     may write anything, and would replace it in silence)."""
     mode = Path(path).stat().st_mode
@@ -79,7 +79,7 @@ def check_output_file(
         if not own and not overwrite:
             flag = "pass --overwrite to replace it, or " if overwrite is not None else ""
             raise QAFinetuneError(f"{option} {path} exists: {flag}choose another path")
-        refuse_read_only(path, option)
+        refuse_read_only_file(path, option)
     return path
 
 
@@ -121,7 +121,7 @@ def check_files_in_folder(
                 f"{option}"
             )
         if path.is_file():
-            refuse_read_only(path, f"{option} {folder}:")
+            refuse_read_only_file(path, f"{option} {folder}:")
 
 
 def check_own_folder(folder: Path, option: str, made_by: str, marker: str, known: bool) -> None:
