@@ -17,6 +17,8 @@ MALFORMED = "malformed answers field"
 
 def _kind(value: Any) -> str:
     """``value``'s JSON kind as a message names it."""
+    if value is None:
+        return "null (or missing)"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, Real):
