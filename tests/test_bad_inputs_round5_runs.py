@@ -20,6 +20,15 @@ from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
 
+FINISHED = {
+    "config.yaml": b"model: {}\n",
+    "metrics.json": b'{"f1": 50.0}\n',
+    "model/config.json": b'{"model_type": "bert"}',
+    "checkpoints/checkpoint": b'model_checkpoint_path: "ckpt-3"\n',
+    "checkpoints/ckpt-3.index": b"index",
+    "checkpoints/state-3.json": b"{}",
+}
+
 
 def _train(tmp_path: Path, model_dir: Path, *args: str) -> Any:
     config = tiny_run_config(model_dir, tmp_path / "out", max_steps=2, checkpoint_every_steps=1)
@@ -50,7 +59,7 @@ def test_ctrl_c_in_the_first_checkpoint_says_the_run_was_removed(
     assert result.stderr.splitlines()[-1] == (
         f"error: interrupted before the first checkpoint: {run_dir} was removed (nothing to resume)"
     )
-    assert not run_dir.exists()
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["features"]  # the data's cache
     again = _train(tmp_path, tiny_model_dir, "--resume")
     assert again.exit_code == 1
     assert again.stderr.splitlines()[-1] == (
@@ -61,8 +70,10 @@ def test_ctrl_c_in_the_first_checkpoint_says_the_run_was_removed(
 def test_ctrl_c_in_the_first_checkpoint_of_an_overwrite_puts_the_old_run_back(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert _train(tmp_path, tiny_model_dir).exit_code == 0
     run_dir = tmp_path / "out" / "r"
+    for name, content in FINISHED.items():  # a finished run (what --overwrite replaces)
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_bytes(content)
     before = tree(run_dir)
     _interrupted_mid_save(monkeypatch)
     result = _train(tmp_path, tiny_model_dir, "--overwrite")
