@@ -13,6 +13,11 @@ class QAFinetuneError(Exception):
     """A problem the user can fix: the message names the problem and the fix, on one line."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl+C that undid something on the way out: the message says what, for the line the
+    command line prints in place of its usual one ("files on disk are intact")."""
+
+
 class InferenceError(QAFinetuneError):
     """A question, context, input file or model output cannot be answered as given."""
 

@@ -106,8 +106,8 @@ def test_train_with_an_empty_train_file_says_so(
     code, errors, _ = run([*args, "--output-dir", tmp_path / "runs"])
     assert code == 1
     assert errors == [
-        "error: no training data given (only --validation-file): pass --train-file FILE, "
-        "--dataset NAME or --config"
+        "error: no training data given (only --validation-file): pass --train-file FILE or "
+        "--dataset NAME, or a --config file that sets data.train_file or data.dataset"
     ]
     assert list(tmp_path.iterdir()) == []
 
@@ -131,7 +131,10 @@ def test_split_says_titles_sharing_a_context_are_one_document(tmp_path: Path) ->
 def test_no_data_creates_no_output_dir(tmp_path: Path, command: str) -> None:
     code, errors, _ = run([command, "--output-dir", tmp_path / "new"])
     assert code == 1
-    assert errors == ["error: no data given: pass --train-file FILE, --dataset NAME or --config"]
+    assert errors == [
+        "error: no data given: pass --train-file FILE or --dataset NAME, or a --config file "
+        "that sets data.train_file or data.dataset"
+    ]
     assert list(tmp_path.iterdir()) == []
 
 

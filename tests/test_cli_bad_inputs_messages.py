@@ -86,8 +86,8 @@ def _start_row(start: str, shown: str, nested: bool = False, pretty: bool = Fals
     return Row(
         data(text),
         [*PREPARE, "{tmp}/d.json"],
-        f"error: {{tmp}}/d.json: no usable examples (dropped a ({where}): answer_start {shown} "
-        f"{OFFSET}); check the file's fields",
+        f"error: {{tmp}}/d.json: no usable examples (its only example was dropped: a ({where}): "
+        f"answer_start {shown} {OFFSET}); check the file's fields",
         ("d.json",),
         ("out/features/*",),
     )

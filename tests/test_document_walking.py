@@ -107,18 +107,16 @@ def test_each_real_file_is_listed_once(docs: Path, tmp_path: Path) -> None:
     assert len(names) == 6
 
 
-def test_links_are_followed_and_a_loop_is_skipped(tmp_path: Path) -> None:
+def test_links_inside_are_followed_and_a_loop_is_skipped(tmp_path: Path) -> None:
     root = _tree(tmp_path / "root", {"a/one.txt": "1", "outside/two.txt": "2"})
     os.symlink("..", root / "a" / "loop")  # back to root: a loop
     os.symlink("loop.txt", root / "a" / "loop.txt")  # itself
     os.symlink("missing.txt", root / "a" / "gone.txt")
-    os.symlink("../outside/two.txt", root / "a" / "two.md")  # a file link: followed
-    other = _tree(tmp_path / "elsewhere", {"three.md": "3"})
-    os.symlink(other, root / "b")  # a folder link: followed
-    os.symlink(other, root / "c")  # the same folder again: listed once
+    os.symlink("../outside/two.txt", root / "a" / "two.md")  # a file link inside: followed
+    os.symlink("../outside", root / "a" / "z")  # a folder link inside: its files once
     found, skipped = find_documents([root])
     # outside/two.txt was met first through the link: listed once, under the link's name.
-    assert _names(found) == [f"{root}/a/one.txt", f"{root}/a/two.md", f"{root}/b/three.md"]
+    assert _names(found) == [f"{root}/a/one.txt", f"{root}/a/two.md"]
     assert found[1].path.read_text() == "2"
     assert _reasons(skipped) == [
         (f"{root}/a/gone.txt", "broken symbolic link"),
@@ -173,3 +171,19 @@ def test_a_named_folder_loop_is_refused_not_walked(tmp_path: Path) -> None:
     os.symlink("b", tmp_path / "a")
     os.symlink("a", tmp_path / "b")
     assert "is a symbolic link to nothing (or a loop)" in _refusal([tmp_path / "a"])
+
+
+def test_a_link_out_of_the_folder_is_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "root", {"a/one.txt": "1"})
+    _tree(tmp_path, {"sibling/two.txt": "2"})
+    os.symlink("../..", root / "a" / "up")  # out, to the folder holding root and sibling
+    os.symlink("../../sibling/two.txt", root / "a" / "two.txt")
+    found, skipped = find_documents([root])
+    assert _names(found) == [f"{root}/a/one.txt"]
+    assert _reasons(skipped) == [
+        (
+            f"{root}/a/two.txt",
+            "symbolic link out of the folder (to ../../sibling/two.txt): not followed",
+        ),
+        (f"{root}/a/up", "symbolic link out of the folder (to ../..): not followed"),
+    ]

@@ -107,7 +107,7 @@ def test_the_command_writes_squad_that_the_loader_reads(tmp_path: Path) -> None:
 
 def test_a_damaged_line_is_an_error(tmp_path: Path) -> None:
     source = tmp_path / "feedback.jsonl"
-    source.write_text('{"a": 1}\nnope\n{"b": 2}\n')
+    source.write_text('{"verdict": "correct"}\nnope\n{"b": 2}\n')
     result = CliRunner().invoke(
         app, ["feedback", str(source), "--output", str(tmp_path / "o.json")]
     )

@@ -214,6 +214,16 @@ def test_top_passages_is_bounded(served: tuple[TestClient, Counting], passages: 
     assert response.json()["error"].startswith("top_passages: Input should be")
 
 
+def test_top_passages_with_a_context_is_422(served: tuple[TestClient, Counting]) -> None:
+    body = {"question": QUESTIONS[0], "context": "Alma Stroud built it.", "top_passages": 3}
+    response = served[0].post("/v1/answer", json=body)
+    assert (response.status_code, response.json()["error"]) == (
+        422,
+        "body: top_passages: passages are searched only for a question without a context; "
+        "leave out top_passages or the context",
+    )
+
+
 def test_passages_count_against_the_window_budget(
     answerer: QuestionAnswerer, index: PassageIndex
 ) -> None:

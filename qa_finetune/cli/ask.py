@@ -121,7 +121,7 @@ def ask(
     if index is not None or top_passages is not None or retriever is not None:
         check_index_options(index, top_passages, context, context_file, retriever)
     _check_combination(question, context, context_file, batch, output, overwrite)
-    check_threshold(no_answer_threshold)
+    _check_no_answer(no_answer_threshold, allow_no_answer)
     check_min_confidence(min_confidence)
     check_passes(passes)
     settings = dict(quantized=quantized, max_length=max_length, stride=stride)
@@ -147,6 +147,17 @@ def ask(
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
+
+
+def _check_no_answer(threshold: float | None, allow_no_answer: bool) -> None:
+    """A finite ``--no-answer-threshold``, and only with ``--allow-no-answer`` (which alone
+    lets it abstain: without it the threshold would be ignored)."""
+    check_threshold(threshold)
+    if threshold is not None and not allow_no_answer:
+        raise QAFinetuneError(
+            "--no-answer-threshold applies only with --allow-no-answer (without it every "
+            "question gets its best span): add --allow-no-answer, or drop --no-answer-threshold"
+        )
 
 
 def _check_combination(

@@ -26,6 +26,11 @@ def read_batch(
     from qa_finetune.inference.batch_files import read_batch_file
 
     parsed = read_batch_file(batch, skip_errors, context_optional)
+    if not parsed[0] and not parsed[1]:
+        raise QAFinetuneError(
+            f"{batch} holds no questions (it is empty or blank): give one JSON object "
+            "{question, context[, id]} per line"
+        )
     if parsed[1] and not parsed[0]:
         raise QAFinetuneError(
             f"all {parsed[1]} lines of {batch} were skipped: fix them (see above)"

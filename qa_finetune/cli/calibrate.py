@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -132,22 +135,27 @@ def calibrate(
         return
     from qa_finetune.evaluation.calibrate import calibrate as calibrate_run
 
-    done = calibrate_run(
-        named,
-        data,
-        rule,
-        output,
-        overwrite,
-        max_samples,
-        batch_size,
-        question_negatives,
-        DEFAULT_LONG_CONTEXTS if long_contexts is None else long_contexts,
-    )
+    # The held-out evaluation's report (groups, worst questions, every title: hundreds of
+    # lines, in a folder deleted at the end) and the steps' own lines are not shown: the
+    # lines below say what was chosen. Warnings still come, once, from where they are found.
+    with _quiet_info("qa_finetune.evaluation.results", calibrate_run.__module__):
+        done = calibrate_run(
+            named,
+            data,
+            rule,
+            output,
+            overwrite,
+            max_samples,
+            batch_size,
+            question_negatives,
+            DEFAULT_LONG_CONTEXTS if long_contexts is None else long_contexts,
+        )
     _show_calibrated(done)
 
 
 def _show_calibrated(done: Any) -> None:
-    """What ``calibrate`` chose, in three lines and its warnings."""
+    """What ``calibrate`` chose, in three lines (warnings come once, from where they are
+    found)."""
     compared = "; ".join(
         f"{kind}: F1 {values['f1']:.2f}" + (f", AUC {values['auc']:.3f}" if "auc" in values else "")
         for kind, values in done.saved.compared.items()
@@ -158,8 +166,23 @@ def _show_calibrated(done: Any) -> None:
     )
     if done.calibration is not None:
         typer.echo(f"confidence: {done.calibration.describe()}")
-    for warning in done.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+    why_not = (done.metrics.get("calibration_choice") or {}).get("runner_up_error")
+    if why_not:
+        typer.echo(f"answers after the first keep the share of what the first leaves: {why_not}")
+
+
+@contextlib.contextmanager
+def _quiet_info(*names: str) -> Iterator[None]:
+    """The loggers ``names`` show warnings only, for the block."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _check_unseen(model: NamedModel, data: str, max_samples: int | None, allow_seen: bool) -> None:
@@ -238,6 +261,5 @@ def _calibrate_open(
     opened = done.calibration.open
     assert opened is not None
     losses = ", ".join(f"{k} {v['log_loss']:.4f}" for k, v in opened.logistic.compared.items())
+    # Its warnings were said as they were found (calibrate_open logs them): not again.
     typer.echo(f"{done.run_dir}: {opened.describe()} (held-out log loss: {losses})")
-    for warning in opened.logistic.warnings:
-        typer.echo(f"warning: {warning}", err=True)

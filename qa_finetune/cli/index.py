@@ -79,6 +79,14 @@ def index(
     summary = build_index(docs, output, settings)
     for skipped in summary.skipped:
         typer.echo(f"skipped {skipped.path}: {skipped.reason}", err=True)
+    links = sum("symbolic link out of the folder" in s.reason for s in summary.skipped)
+    if links:
+        typer.echo(
+            f"note: {links} symbolic link{'s' if links != 1 else ''} out of the folder not "
+            "followed (a folder's documents are the files under it): name what a link points "
+            "to on the command line to index it",
+            err=True,
+        )
     if summary.rebuilt_reason:
         typer.echo(f"note: indexed everything again ({summary.rebuilt_reason})", err=True)
     typer.echo(

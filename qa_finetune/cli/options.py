@@ -17,7 +17,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from qa_finetune.cli.terminal import visible
-from qa_finetune.errors import SECRET_PIECE, QAFinetuneError, scrub_secrets
+from qa_finetune.errors import SECRET_PIECE, Interrupted, QAFinetuneError, scrub_secrets
 from qa_finetune.modeling.formats import BACKENDS, choices
 from qa_finetune.modeling.formats.onnx import INT8_FILE, ONNX_FILE
 
@@ -152,8 +152,10 @@ def friendly_errors(command: F) -> F:
             return command(*args, **kwargs)
         except QAFinetuneError as exc:
             fail(str(exc))
-        except KeyboardInterrupt:
-            fail("interrupted; completed checkpoints and files on disk are intact", 130)
+        except KeyboardInterrupt as exc:
+            # An Interrupted says what was undone; a bare Ctrl+C undid nothing.
+            said = str(exc) if isinstance(exc, Interrupted) else ""
+            fail(said or "interrupted; completed checkpoints and files on disk are intact", 130)
         except MemoryError:
             fail("out of memory: lower --batch-size or --max-length")
         except OSError as exc:

@@ -54,8 +54,5 @@ def split(
     from qa_finetune.crossval.holdout import split_file
 
     data = DataConfig(train_file=data_file, allow_no_answer=allow_no_answer)
-    done = split_file(data, output_dir, folds, fold, seed, group_by, overwrite)
-    typer.echo(
-        f"{done.train} ({done.train_questions} questions) and {done.heldout} "
-        f"({done.heldout_questions} held out)"
-    )
+    # split_file says what it wrote, in one line (fold, documents and seed included).
+    split_file(data, output_dir, folds, fold, seed, group_by, overwrite)

@@ -41,16 +41,27 @@ def training_records(config: Config) -> list[dict[str, Any]]:
     if report.examples_dropped:  # said, as prepare and train say it: a silent drop looks lost
         log.warning(
             f"note: {report.examples_dropped} of {report.examples_read} examples dropped "
-            f"(first: {report.samples[0]})"
+            f"({_by_reason(report)}first: {report.samples[0]})"
         )
     if not kept:
+        # The hint to keep unanswerable questions only where some were dropped for that.
+        unanswerable = not data.allow_no_answer and any(
+            reason.startswith("no answer") for reason in report.drop_reasons
+        )
+        hint = ", or set data.allow_no_answer for data without answers" if unanswerable else ""
         raise QAFinetuneError(
-            f"{data.train_file}: no usable examples to cross-validate; check the file, or set "
-            "data.allow_no_answer for data without answers"
+            f"{data.train_file}: no usable examples to cross-validate; check the file{hint}"
         )
     if data.max_train_samples is not None:
         kept = kept[: data.max_train_samples]
     return kept
+
+
+def _by_reason(report: SplitReport) -> str:
+    """How many were dropped for each reason, where there are several ("" for one)."""
+    if len(report.drop_reasons) < 2:
+        return ""
+    return "; ".join(f"{count} {reason}" for reason, count in report.drop_reasons.items()) + "; "
 
 
 def choose_grouping(records: Sequence[Mapping[str, Any]], folds: int, group_by: str) -> GroupBy:

@@ -48,7 +48,11 @@ def split_paths(files: str) -> list[str]:
     return [part.strip() for part in files.split(",") if part.strip()]
 
 
-NO_DATA = "no data given: pass --train-file FILE, --dataset NAME or --config"
+# Said whether or not a --config was given: a config file may set no data (an empty one).
+NO_DATA = (
+    "no data given: pass --train-file FILE or --dataset NAME, or a --config file that sets "
+    "data.train_file or data.dataset"
+)
 
 
 def check_data_given(config: DataConfig, training: bool = False) -> None:
@@ -61,8 +65,8 @@ def check_data_given(config: DataConfig, training: bool = False) -> None:
         raise DataError(NO_DATA)
     if training and not train:
         raise DataError(
-            "no training data given (only --validation-file): pass --train-file FILE, "
-            "--dataset NAME or --config"
+            "no training data given (only --validation-file): pass --train-file FILE or "
+            "--dataset NAME, or a --config file that sets data.train_file or data.dataset"
         )
 
 
@@ -104,14 +108,18 @@ def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
 
 
 def _dropped(report: SplitReport) -> str:
-    """What was dropped: the first record named (record or article, and field), and every
-    reason when there are several."""
+    """What was dropped (every example, as no split is made of none): how many, the first
+    record named (record or article, and field), and every reason when there are several."""
     reasons = dict(report.drop_reasons)
+    count = report.examples_dropped
+    counted = "its only example was dropped" if count == 1 else f"all {count} examples dropped"
     if not report.samples:
-        return f"dropped: {reasons}"
+        return f"{counted}: {reasons}"
+    if count == 1:
+        return f"{counted}: {report.samples[0]}"
     if len(reasons) == 1:
-        return f"dropped {report.samples[0]}"
-    return f"dropped: {reasons}; first: {report.samples[0]}"
+        return f"{counted}; first: {report.samples[0]}"
+    return f"{counted}: {reasons}; first: {report.samples[0]}"
 
 
 def _why_none(report: SplitReport, name: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import DataConfig
+from qa_finetune.data.answer_shapes import columns_problem, listed_answers_problem
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import check_file, read_text
 from qa_finetune.files.nesting import load_json, parse_json
@@ -95,7 +96,8 @@ def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, 
             )
         for paragraph in paragraphs:
             for qa in _questions_of(paragraph, path, number, title):
-                answers = qa.get("answers") or []
+                shape_problem = listed_answers_problem(qa.get("answers"))
+                answers = [] if shape_problem else qa.get("answers") or []
                 context = paragraph.get("context")
                 record = {
                     "id": qa.get("id"),
@@ -103,14 +105,12 @@ def flatten_articles(articles: Iterable[Any], path: Path) -> Iterator[dict[str, 
                     "context": context,
                     "question": qa.get("question"),
                     "answers": {
-                        "text": [a.get("text") for a in answers if isinstance(a, Mapping)],
-                        "answer_start": [
-                            a.get("answer_start") for a in answers if isinstance(a, Mapping)
-                        ],
+                        "text": [a.get("text") for a in answers],
+                        "answer_start": [a.get("answer_start") for a in answers],
                     },
                     "is_impossible": bool(qa.get("is_impossible", False)),
                 }
-                problem = offset_problem(record["answers"], context)
+                problem = shape_problem or offset_problem(record["answers"], context)
                 if problem:
                     named = f" ({title!r})" if title else ""
                     record["problem"] = (f"article {number}{named} of {path.name}", problem)
@@ -131,13 +131,14 @@ def _questions_of(paragraph: Any, path: Path, number: int, title: str) -> list[M
     return qas
 
 
-def _normalise_answers(value: Any, where: str = "answers") -> dict[str, list[Any]]:
-    """Accept answers as a dict of lists, a list of dicts, a JSON string, or one dict."""
+def _normalise_answers(value: Any, where: str = "answers") -> dict[str, Any]:
+    """Accept answers as a dict of lists, a list of dicts, a JSON string, or one dict; answers
+    of another shape carry ``malformed``, the reason (never read as "no answer")."""
     if isinstance(value, str):
         try:
             value = parse_json(value, where, DataError, first_line=None)
         except json.JSONDecodeError:
-            return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
+            return {"text": [], "answer_start": [], "malformed": listed_answers_problem(value)}
     if value is None:
         return {"text": [], "answer_start": []}
     if isinstance(value, Mapping):
@@ -146,13 +147,17 @@ def _normalise_answers(value: Any, where: str = "answers") -> dict[str, list[Any
             text, start = [text], [start]
         text = list(text.tolist() if hasattr(text, "tolist") else text or [])
         start = list(start.tolist() if hasattr(start, "tolist") else start or [])
+        problem = columns_problem(value, text, start)
+        if problem:
+            return {"text": [], "answer_start": [], "malformed": problem}
         return {"text": text, "answer_start": start}
-    if isinstance(value, (list, tuple)):
-        return {
-            "text": [a.get("text") for a in value if isinstance(a, Mapping)],
-            "answer_start": [a.get("answer_start") for a in value if isinstance(a, Mapping)],
-        }
-    return {"text": [], "answer_start": [], "malformed": [value]}  # type: ignore[list-item]
+    problem = listed_answers_problem(value)
+    if problem:
+        return {"text": [], "answer_start": [], "malformed": problem}
+    return {
+        "text": [a.get("text") for a in value],
+        "answer_start": [a.get("answer_start") for a in value],
+    }
 
 
 def json_line(path: Path, line_number: int, line: str) -> dict[str, Any]:
@@ -266,7 +271,7 @@ def _rename_columns(
     record["answers"] = answers
     record["is_impossible"] = bool(row.get("is_impossible", False))
     missing = [columns[key] for key in ("context", "question") if columns[key] not in row]
-    problem = f"no '{missing[0]}' field" if missing else None
+    problem = f"no '{missing[0]}' field" if missing else answers.pop("malformed", None)
     problem = problem or offset_problem(answers, record["context"])
     if problem:
         record["problem"] = (f"record {number} of {path.name}", problem)

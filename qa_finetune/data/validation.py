@@ -85,7 +85,7 @@ def _drop_reason(
     if not isinstance(question, str) or not question.strip():
         return example_id, "empty or missing question"
     if record["answers"].get("malformed"):
-        return example_id, "malformed answers field"
+        return example_id, str(record["answers"]["malformed"])
     answer_texts = [t for t in record["answers"]["text"] if isinstance(t, str)]
     for name, values in (
         ("context", [context]),

@@ -3,9 +3,10 @@
 A folder's files are listed in sorted order, depth first (the same folder gives the same list
 every time). Hidden files and folders (".git", ".DS_Store") are not documents and are passed
 over silently; a folder's files of other formats are skipped with the reason. Symbolic links
-are followed, a folder's only once: a link back to a folder being walked is a loop, skipped,
-and a folder or file reached a second time (another link, a hard link, a folder named twice)
-is listed once.
+inside a folder are followed only where they stay in it: a link that leads out (``up -> ..``,
+a file elsewhere) is skipped with the reason, as the documents of a folder are the files under
+it, never its neighbours. A link back to a folder being walked is a loop, skipped, and a folder
+or file reached a second time (another link, a hard link, a folder named twice) is listed once.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class _Walk:
             return  # named twice, or inside a folder named before: its files are listed
         self._folders.add(root)
         prefix = "" if folder.as_posix() == "." else folder.as_posix().rstrip("/") + "/"
+        inside_of = os.path.realpath(folder)
         documents = 0
         # Folders being walked: (path, path inside the named folder, entries left, identity).
         stack = [(folder, "", self._entries(folder), root)]
@@ -103,7 +105,7 @@ class _Walk:
                 continue
             path, within = current / entry.name, f"{inside}{entry.name}"
             info = self._stat(path, entry)
-            if info is None:
+            if info is None or self._leaves(path, entry, inside_of):
                 continue
             if stat.S_ISDIR(info.st_mode):
                 real = _identity(info)
@@ -144,6 +146,18 @@ class _Walk:
                 reason = f"cannot read it ({exc.strerror or exc})"
             self.skipped.append(SkippedDocument(path, reason))
             return None
+
+    def _leaves(self, path: Path, entry: os.DirEntry[str], inside_of: str) -> bool:
+        """Whether ``path`` is a symbolic link out of the folder ``inside_of`` (real path),
+        skipped with the reason if so."""
+        if not entry.is_symlink():
+            return False
+        target = os.path.realpath(path)
+        if os.path.commonpath([inside_of, target]) == inside_of:
+            return False
+        reason = f"symbolic link out of the folder (to {name_as_text(os.readlink(path))})"
+        self.skipped.append(SkippedDocument(path, f"{reason}: not followed"))
+        return True
 
     def _document_suffix(self, path: Path, name: str) -> str | None:
         """A folder's file's suffix if it is a document's; None, the file skipped, if not."""

@@ -24,6 +24,7 @@ def json_object(path: Path, text: str, shape: str, fix: str = "") -> dict[str, A
         str(path),
         lambda exc: f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}){fix}",
         EvaluationError,
+        keys_once=True,
     )
     if not isinstance(values, dict):
         raise EvaluationError(f"{path} must hold one JSON object {shape}")

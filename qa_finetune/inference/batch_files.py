@@ -39,7 +39,12 @@ def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
     from qa_finetune.files.nesting import load_json
 
     record = load_json(
-        raw, "line", lambda exc: f"not valid JSON ({exc.msg})", InferenceError, first_line=None
+        raw,
+        "line",
+        lambda exc: f"not valid JSON ({exc.msg})",
+        InferenceError,
+        first_line=None,
+        keys_once=True,
     )
     if not isinstance(record, Mapping):
         raise InferenceError("each line must be a JSON object {question, context[, id]}")
@@ -50,6 +55,13 @@ def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
             raise InferenceError(f"missing '{key}'")
         checked_text(record[key], key, "")
     raw_id = record.get("id")
+    if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+        # str() of an object or a list is no id anyone gave ("{'x': 1}").
+        kinds = {dict: "an object", list: "a list", float: "a decimal number", bool: "a boolean"}
+        raise InferenceError(
+            f"'id' is {kinds.get(type(raw_id), type(raw_id).__name__)}, not a string or an "
+            "integer: give each line's id as text"
+        )
     example_id = str(number) if raw_id in (None, "") else str(raw_id)
     problem = surrogate_problem(example_id)
     if problem:

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.labeling.store import LabelError, LabelStore
-from qa_finetune.serving.json_body import CheckedJSONRoute
+from qa_finetune.serving.json_body import CheckedJSONRoute, content_type_problem
 from qa_finetune.serving.middleware import BodyGuard
 
 # question, context, top_k -> [{answer, score, start, end}] (QuestionAnswerer.answer)
@@ -161,6 +161,9 @@ def _add_errors(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":  # the location is an offset, not a field
             reason = (first.get("ctx") or {}).get("error", "decode error")
             return JSONResponse({"error": f"body: malformed JSON ({reason})"}, status_code=422)
+        not_json = content_type_problem(request) if tuple(first["loc"]) == ("body",) else None
+        if not_json:
+            return JSONResponse({"error": not_json}, status_code=422)
         where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
         return JSONResponse({"error": f"{where}: {first['msg']}"}, status_code=422)
 

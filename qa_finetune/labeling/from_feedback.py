@@ -38,13 +38,22 @@ class FeedbackReport:
     conflicts: list[str] = field(default_factory=list)
 
 
+def _not_feedback(path: Path) -> QAFinetuneError:
+    """The error for a file whose first line is no verdict (a SQuAD file given by mistake):
+    said as such, not as "no agreeing verdicts" or a line to fix."""
+    return QAFinetuneError(
+        f"{path} is not a feedback file (its first line is not a verdict of serve "
+        "--feedback-file): give the file that serve --feedback-file wrote"
+    )
+
+
 def read_feedback(path: Path) -> list[dict[str, Any]]:
     """Every verdict of a feedback file; a last line cut short by a kill is skipped."""
     try:
         lines = Path(path).read_bytes().split(b"\n")
     except OSError as exc:
         raise QAFinetuneError(f"cannot read {path}: {exc.strerror or exc}") from None
-    records = []
+    records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -54,9 +63,13 @@ def read_feedback(path: Path) -> list[dict[str, Any]]:
             if number == len(lines):
                 log.warning("%s: line %d was cut short; ignored", path, number)
                 continue
+            if not records:
+                raise _not_feedback(path) from None
             raise QAFinetuneError(
                 f"{path}: line {number} is not JSON: fix or delete that line"
             ) from None
+        if not records and isinstance(record, dict) and "verdict" not in record:
+            raise _not_feedback(path)
         if not isinstance(record, dict):
             raise QAFinetuneError(
                 f"{path}: line {number} is {type(record).__name__}, not a verdict "

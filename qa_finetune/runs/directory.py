@@ -181,17 +181,20 @@ class RunClaim:
             shutil.rmtree(self.backup, ignore_errors=True)
             self.backup = None
 
-    def release(self) -> None:
-        """The run ended (finished or failed): keep what is worth keeping, undo the rest."""
+    def release(self) -> str | None:
+        """The run ended (finished or failed): keep what is worth keeping, undo the rest;
+        returns what was undone, as a message says it (None: nothing)."""
         if has_something_to_keep(self.run_dir):
             self.commit()
-            return
+            return None
         if self.created:
             # Nothing to keep: no folder is left to block the rerun.
             shutil.rmtree(self.run_dir, ignore_errors=True)
         if self.backup is not None:
             self.backup.rename(self.run_dir)
             self.backup = None
+            return f"the new run was removed and the run it replaced is back in {self.run_dir}"
+        return f"{self.run_dir} was removed (nothing to resume)" if self.created else None
 
 
 def claim_run_directory(run_dir: Path, resume: bool, overwrite: bool) -> RunClaim:

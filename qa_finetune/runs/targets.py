@@ -6,6 +6,7 @@
 - an existing target that the command did not make is refused unless a flag says so;
 - the command's own input is never its output;
 - a symbolic link is never written through, nor replaced by a file, in silence: refused;
+- a file without write permission is the user's "keep this": never replaced, flag or not;
 - files are written atomically through a temporary of their own (``files.py``), so the
   user's other files, ``FILE.tmp`` included, are never touched.
 """
@@ -34,6 +35,17 @@ def refuse_link(path: Path, option: str) -> None:
         raise QAFinetuneError(
             f"{option} {path} is a symbolic link (to {os.readlink(path)}): name the file or "
             "folder itself, or choose another path"
+        )
+
+
+def refuse_read_only_file(path: Path, option: str) -> None:
+    """A file with no write bit at all is refused (its mode bits, not ``os.access``: root
+    may write anything, and would replace it in silence)."""
+    mode = Path(path).stat().st_mode
+    if not mode & 0o222:
+        raise QAFinetuneError(
+            f"{option} {path} is read-only (mode {mode & 0o777:04o}): make it writable "
+            "(chmod u+w) to replace it, or choose another path"
         )
 
 
@@ -67,6 +79,7 @@ def check_output_file(
         if not own and not overwrite:
             flag = "pass --overwrite to replace it, or " if overwrite is not None else ""
             raise QAFinetuneError(f"{option} {path} exists: {flag}choose another path")
+        refuse_read_only_file(path, option)
     return path
 
 
@@ -107,6 +120,8 @@ def check_files_in_folder(
                 f"{path} exists and was not written by {made_by}{why}: {flag}choose another "
                 f"{option}"
             )
+        if path.is_file():
+            refuse_read_only_file(path, f"{option} {folder}:")
 
 
 def check_own_folder(folder: Path, option: str, made_by: str, marker: str, known: bool) -> None:

@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from qa_finetune.serving.access_log import HEADER, AccessLog
 from qa_finetune.serving.answer_routes import add_answer_routes
 from qa_finetune.serving.feedback import FEEDBACK_ROUTE, add_feedback_route
-from qa_finetune.serving.json_body import CheckedJSONRoute
+from qa_finetune.serving.json_body import CheckedJSONRoute, content_type_problem
 from qa_finetune.serving.metrics import ServeMetrics
 from qa_finetune.serving.middleware import BodyGuard, RequestMetrics
 from qa_finetune.serving.model_info import describe_index, describe_model
@@ -50,9 +50,12 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
     first: dict[str, Any] = dict(errors[0]) if errors else {"loc": ("body",), "msg": "invalid"}
+    not_json = content_type_problem(request) if tuple(first["loc"]) == ("body",) else None
     if first.get("type") == "json_invalid":
         context: dict[str, Any] = first.get("ctx") or {}
         message = f"body: malformed JSON ({context.get('error', 'decode error')})"
+    elif not_json:
+        message = not_json
     else:
         message = f"{_field_name(tuple(first['loc']))}: {first['msg']}"
     # Not the client's own values back: NaN or a lone surrogate cannot be written as JSON,

@@ -43,6 +43,15 @@ class Span(BaseModel):
     start: int = Field(ge=0, description="Character offset in the context.")
     end: int = Field(ge=0, description="Character offset just past the span.")
 
+    @model_validator(mode="after")
+    def _end_past_start(self) -> Span:
+        # context[10:5] is "": an empty span would pass the text check and teach nothing.
+        if self.end <= self.start:
+            raise ValueError(
+                f"end {self.end} is not past start {self.start}: send the span as shown"
+            )
+        return self
+
 
 class FeedbackRequest(AnswerRequest):
     """A verdict on the answer shown for a question about a context."""

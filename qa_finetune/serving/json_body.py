@@ -27,7 +27,7 @@ class CheckedJSONRequest(Request):
         if not hasattr(self, "_json"):
             body = await self.body()
             try:
-                self._json = parse_json(body, "body", first_line=None)
+                self._json = parse_json(body, "body", first_line=None, keys_once=True)
             except QAFinetuneError as exc:
                 raise json.JSONDecodeError(str(exc).removeprefix("body: "), "", 0) from None
             except UnicodeDecodeError as exc:  # a ValueError FastAPI answers with 400
@@ -48,3 +48,19 @@ class CheckedJSONRoute(APIRoute):
             return await handler(CheckedJSONRequest(request.scope, request.receive))
 
         return checked
+
+
+def content_type_problem(request: Request) -> str | None:
+    """Why a body was not read as JSON because of its Content-Type (FastAPI reads a body as
+    JSON only without one or with a JSON one), if so: the 422 then names the header, not a
+    missing object."""
+    given = request.headers.get("content-type")
+    if not given:
+        return None
+    media = given.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        return None
+    sent = media or "an empty type"
+    return f"body: sent as {sent}, not JSON: send it with Content-Type: application/json"

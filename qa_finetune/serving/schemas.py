@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from qa_finetune.inference.open_answers import DEFAULT_TOP_PASSAGES
 
@@ -42,6 +43,18 @@ class AnswerRequest(BaseModel):
             ) from None
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _passages_need_an_index(cls, data: Any) -> Any:
+        # Refused, not ignored: a client asking for passages must learn none are read here.
+        if isinstance(data, dict) and "top_passages" in data and cls is AnswerRequest:
+            raise PydanticCustomError(
+                "no_index",
+                "top_passages: this server has no document index (serve --index) to read "
+                "passages of; leave it out",
+            )
+        return data
+
 
 # The most passages one question may read: each is a few windows of the model's time.
 MAX_TOP_PASSAGES = 20
@@ -63,6 +76,16 @@ class OpenAnswerRequest(AnswerRequest):
         le=MAX_TOP_PASSAGES,
         description="Without a context: how many of the best passages found are read.",
     )
+
+    @model_validator(mode="after")
+    def _passages_without_a_context(self) -> OpenAnswerRequest:
+        if self.context is not None and "top_passages" in self.model_fields_set:
+            raise PydanticCustomError(
+                "context_given",
+                "top_passages: passages are searched only for a question without a context; "
+                "leave out top_passages or the context",
+            )
+        return self
 
 
 class Answer(BaseModel):

@@ -7,15 +7,17 @@ a trainer may override like its other phases.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
 from qa_finetune.config import Config
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.errors import Interrupted, QAFinetuneError
 from qa_finetune.files import write_json, write_text_atomic
 from qa_finetune.modeling.saving import save_model_atomic
 from qa_finetune.runs import directory as rundir
@@ -65,13 +67,31 @@ class Bookkeeping(Levers):
             self.claim = worker_claim(resume)
         self.write_dir = self.claim.run_dir
 
-    def release(self) -> None:
+    @contextlib.contextmanager
+    def claimed(self) -> Iterator[None]:
+        """The run directory claimed for the block, then kept or undone (``release``). Ctrl+C
+        before the first checkpoint was whole undoes the run: the line then says so, not that
+        files on disk are intact."""
+        self.claim_run_dir()
+        try:
+            yield
+        except KeyboardInterrupt:
+            undone = self.release()
+            if undone:
+                raise Interrupted(f"interrupted before the first checkpoint: {undone}") from None
+            raise
+        except BaseException:
+            self.release()
+            raise
+        self.release()
+
+    def release(self) -> str | None:
         """Keep or undo the claim (a run that saved nothing is removed, a replaced one put
-        back); a worker's scratch folder goes."""
+        back); a worker's scratch folder goes. Returns what the chief undid (None: nothing)."""
         if self.cluster.chief:
-            self.claim.release()
-        else:
-            shutil.rmtree(self.claim.run_dir, ignore_errors=True)
+            return self.claim.release()
+        shutil.rmtree(self.claim.run_dir, ignore_errors=True)
+        return None
 
     def open_run(self) -> None:
         """Record the config, drop half-written checkpoints, restore the last one (a resume);

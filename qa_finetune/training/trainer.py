@@ -105,16 +105,12 @@ class Trainer(Bookkeeping):
             self.check()
             self.prepare_data()
             self.set_up()
-            self.claim_run_dir()
-            try:
-                with disk_full_named(self.write_dir):
-                    self.open_run()
-                    self.fit()
-                    self.end_training()
-                    if self.cluster.chief:
-                        self.finish()
-            finally:
-                self.release()
+            with self.claimed(), disk_full_named(self.write_dir):
+                self.open_run()
+                self.fit()
+                self.end_training()
+                if self.cluster.chief:
+                    self.finish()
         return self.run_dir
 
     def join_cluster(self) -> None:
