@@ -105,10 +105,10 @@ def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
 def _dropped(report: SplitReport) -> str:
     """What was dropped: the first record named (record or article, and field), and every
     reason when there are several."""
-    reasons = dict(report.drop_reasons)
+    reasons = report.drops_in_words()
     if not report.samples:
         return f"dropped: {reasons}"
-    if len(reasons) == 1:
+    if len(report.drop_reasons) == 1:
         return f"dropped {report.samples[0]}"
     return f"dropped: {reasons}; first: {report.samples[0]}"
 
@@ -228,7 +228,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
         if config.strict and (report.answers_repaired or report.examples_dropped):
             raise DataError(
                 f"{sources[name]}: {report.answers_repaired} answers repaired and "
-                f"{report.examples_dropped} examples dropped ({dict(report.drop_reasons)}); "
+                f"{report.examples_dropped} examples dropped ({report.drops_in_words()}); "
                 "fix the file or run without --strict"
             )
         if not len(examples):
