@@ -57,9 +57,10 @@ class NumpyBert:
         for key, value in load_file(str(path)).items():
             name = _tf_name(key.removeprefix("bert."))
             if name is not None:
-                # PyTorch's Linear stores [out, in]; the TF kernel is [in, out].
+                # PyTorch's Linear stores [out, in]; the TF kernel is [in, out]: a transposed
+                # view, which the matrix products read as it is (no copy).
                 kernel = name.endswith("/kernel")
-                found[name] = np.ascontiguousarray(value.T if kernel else value, np.float32)
+                found[name] = np.asarray(value.T if kernel else value, np.float32)
         return cls(config, found)
 
     def __init__(self, config: Any, found: dict[str, np.ndarray]) -> None:
