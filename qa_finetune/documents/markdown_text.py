@@ -117,9 +117,9 @@ def _read_inline(chars: list[str], start: int, line: str, table_row: bool) -> No
         for found in re.finditer(r"(?<!\\)\|", text):
             _blank(chars, start + found.start(), start + found.end())
     # Nested emphasis (**bold *and* italic**) is read from the outside in.
-    while found := _EMPHASIS.search(text):
-        width = len(found.group(1))
-        for left in (found.start(), found.end() - width):
+    while pair := _EMPHASIS.search(text):
+        width = len(pair.group(1))
+        for left in (pair.start(), pair.end() - width):
             _blank(chars, start + left, start + left + width)
             text = _blank_view(text, left, left + width)
 
