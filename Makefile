@@ -55,7 +55,7 @@ demo: $(STAMP)
 		echo "questions make a weak reader, and here it came out weaker than where this demo"; \
 		echo "was checked; a general reader (below) answers such questions."; \
 	fi
-	@echo; echo "Next steps:"
+	@echo; echo "Next steps (first run . .venv/bin/activate: it puts qa-finetune on your PATH):"
 	@echo "  A general reader: qa-finetune train --config configs/minilm-31k.yaml (2 hours on"
 	@echo "    2 cores; SQuAD v1.1 dev F1 75), or a trained run you have (--model RUN)."
 	@echo "  Your documents:   qa-finetune index my-docs/ --output outputs/my-index"

@@ -277,3 +277,26 @@ def test_the_excerpt_marks_the_answer_on_one_line() -> None:
     assert len(shown) <= 44  # about the width: whole words only
     inner = shown.strip("…").replace("«", "").replace("»", "")
     assert all(word in words.split() for word in inner.split())
+
+
+def test_asking_a_folder_of_documents_suggests_an_index_command_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "bridge.txt").write_text(DOCUMENTS_TEXT["bridge.txt"], encoding="utf-8")
+    refused = ask("Who?", "--index", "docs", "--model", "never-loaded")
+    assert refused.exit_code != 0
+    assert refused.output.strip().splitlines()[-1] == (
+        "error: docs is not a document index (no qa-finetune-index.json): if it holds your "
+        "documents, index them with qa-finetune index docs --output outputs/docs-index and "
+        "ask with --index outputs/docs-index"
+    )
+    built = runner.invoke(app, ["index", "docs", "--output", "outputs/docs-index"])
+    assert built.exit_code == 0, built.output
+    assert (tmp_path / "outputs" / "docs-index" / MANIFEST).is_file()
+    # Asked of the folder it runs in, the index goes beside it, never inside.
+    monkeypatch.chdir(docs)
+    here = ask("Who?", "--index", ".", "--model", "never-loaded")
+    assert f"--output {tmp_path / 'docs-index'} and ask" in here.output

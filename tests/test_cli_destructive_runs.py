@@ -168,7 +168,8 @@ def test_resume_and_ask_name_the_moved_aside_run(
         out / "half": f"{out / 'half'} holds no model (no config.json): pass a run directory, "
         "a model directory or a Hub id",
         out / "half" / "model": f"model '{out / 'half' / 'model'}' not found: no such directory "
-        "(train one with `qa-finetune train`, or pass a Hub id such as distilroberta-base)",
+        "(pass a run or export folder such as outputs/demo, or train one with "
+        "`qa-finetune train`)",
     }
     for model, error in missing.items():
         asked = CliRunner().invoke(app, ["ask", "Who?", "--context", "Ann.", "--model", str(model)])

@@ -68,7 +68,10 @@ def test_a_started_tensorflow_keeps_its_threads_and_says_so(
 
     monkeypatch.setattr(tf.config.threading, "set_intra_op_parallelism_threads", started)
     assert cpu_threads.share_cores(2) == 4
-    assert "TensorFlow has started already" in caplog.text
+    assert caplog.messages == [
+        "the 2 passes each use the threads the model started with, not 4 each: the model was "
+        "running before they were set up (the answers are the same)"
+    ]
 
 
 def test_onnx_sessions_take_the_share(cores: types.SimpleNamespace) -> None:

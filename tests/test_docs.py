@@ -48,6 +48,13 @@ def _commands() -> dict[str, set[str]]:
     }
 
 
+@cache
+def _global_options() -> set[str]:
+    """The options given before the command (``qa-finetune --verbose ask ...``)."""
+    group = typer.main.get_command(app)
+    return {o for p in group.params for o in p.opts if o[:1] == "-" and o != "--help"}
+
+
 def _shell_lines(block: str) -> list[str]:
     """A code block's logical lines: continuations joined; prompts and output left out."""
     joined = re.sub(r"\\\n", " ", block)
@@ -99,6 +106,8 @@ def documented_commands() -> list[tuple[str, list[str]]]:
 def problems(args: list[str]) -> list[str]:
     """What is wrong with one documented command: an unknown command or option."""
     commands = _commands()
+    while args and args[0] in _global_options():  # qa-finetune --verbose ask ...
+        args = args[1:]
     if not args or args[0] in {"--help", "-h"}:
         return []
     name, rest = args[0], args[1:]
@@ -138,6 +147,8 @@ def test_each_documented_command_exists(where: str, args: list[str]) -> None:
         ("qa-finetune train --max-minutez 5", ["train: no option --max-minutez"]),
         ("qa-finetune trian --config c.yaml", ["no command 'trian'"]),
         ("qa-finetune evaluate --data=dev.json --model m", []),
+        ("qa-finetune --verbose ask 'q?' --model m", []),
+        ("qa-finetune --verbose ask 'q?' --modle m", ["ask: no option --modle"]),
     ],
 )
 def test_the_checker_catches_what_it_looks_for(line: str, expected: list[str]) -> None:

@@ -60,8 +60,8 @@ PDF_TEXT = "Café and naïve\n🙂東語\n\nThe bridge opened in 1931."
 FORMATS = [
     (".txt", b"Line one\r\nAlma Stroud, caf\xc3\xa9\r\n", "Line one\r\nAlma Stroud, café\r\n", []),
     (".txt", "\ufeffna\u00efve \U0001f642 東京".encode(), "naïve 🙂 東京", []),
-    (".md", "# Tower\n\n東京塔 1958 🙂.\n".encode(), "# Tower\n\n東京塔 1958 🙂.\n", []),
-    (".markdown", b"*caf\xc3\xa9*", "*café*", []),
+    (".md", "# Tower\n\n東京塔 1958 🙂.\n".encode(), "  Tower\n\n東京塔 1958 🙂.\n", []),
+    (".markdown", b"*caf\xc3\xa9*", " café ", []),
     (".html", PAGE, PAGE_TEXT, ["Alma Stroud", "naïve", "🙂", "Tachū Naitō", "  keep   this"]),
     (".HTM", b"<p>caf&eacute;</p>", "café", []),
     (".pdf", PDF, PDF_TEXT, ["Café", "naïve", "🙂", "東語", "opened in 1931"]),

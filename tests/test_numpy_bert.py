@@ -3,6 +3,8 @@ the one-BLAS-thread block (the question's path in ``ask --index``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -33,10 +35,24 @@ def test_numpy_hidden_states_match_tensorflow(tiny_bert) -> None:
     ids = np.array([[2, 17, 5, 33, 8, 49, 3]], dtype=np.int32)
     types = np.array([[0, 0, 0, 1, 1, 1, 1]], dtype=np.int32)
     expected = tiny_bert(input_ids=ids, token_type_ids=types).last_hidden_state.numpy()
-    found = numpy_bert.NumpyBert(tiny_bert).hidden(ids, types)
+    found = numpy_bert.NumpyBert.from_tf(tiny_bert).hidden(ids, types)
     assert found.shape == expected.shape == (1, 7, 32)
     assert found.dtype == np.float32
     np.testing.assert_allclose(found, expected, atol=2e-5)
+
+
+def test_the_safetensors_weights_give_the_tf_models_hidden_states(
+    tiny_bert, tmp_path: Path
+) -> None:
+    from qa_finetune.modeling.pt_weights import save_pytorch_safetensors
+
+    # The file in PyTorch's names (as every saved run and encoder has it), pooler included.
+    path = save_pytorch_safetensors(tiny_bert, tmp_path, keep_pooler=True)
+    ids = np.array([[2, 17, 5, 33, 8, 49, 3]], dtype=np.int32)
+    types = np.array([[0, 0, 0, 1, 1, 1, 1]], dtype=np.int32)
+    from_file = numpy_bert.NumpyBert.from_safetensors(tiny_bert.config, path)
+    from_model = numpy_bert.NumpyBert.from_tf(tiny_bert)
+    np.testing.assert_array_equal(from_file.hidden(ids, types), from_model.hidden(ids, types))
 
 
 def test_only_plain_bert_layouts_are_read(tiny_bert) -> None:

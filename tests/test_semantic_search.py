@@ -232,6 +232,22 @@ def test_a_question_alone_is_embedded_as_the_same_text_in_a_batch(
         assert float(np.abs(alone[0] - row).max()) < 1e-4
 
 
+def test_a_question_alone_needs_neither_tensorflow_nor_transformers(
+    encoder: SentenceEncoder,
+) -> None:
+    # A fresh encoder (not the process's cached one) whose first text is a lone question:
+    # read from model.safetensors and tokenizer.json, the TF model never loaded.
+    texts = [*QUESTIONS, "Short.", "A" * 3000]  # the last one truncated to the model's limit
+    in_batch = encoder.encode(texts)  # TensorFlow, batched
+    fresh = SentenceEncoder.fresh()
+    for text, row in zip(texts, in_batch, strict=True):
+        alone = fresh.encode([text])
+        assert alone.shape == (1, 384) and alone.dtype == np.float32
+        assert float(np.abs(alone[0] - row).max()) < 1e-4
+    assert fresh._model is None and fresh._tokenizer is None
+    assert fresh.info == encoder.info
+
+
 def test_a_family_without_segment_ids_embeds_as_its_own_forward_pass(
     tmp_path: Path, family_tokenizer: Any, minilm_dir: Path
 ) -> None:

@@ -140,6 +140,11 @@ def test_lineage_windows_and_resume(
     }
     assert recorded["parent"] == expected
     assert json.loads((run_dir / "metrics.json").read_text())["parent"] == expected
+    # As docs/confidence.md says: starting from a run does not calibrate; a run that tunes
+    # its no-answer rule (train.tune_no_answer_threshold) does, or `calibrate` afterwards.
+    assert recorded["train"]["tune_no_answer_threshold"] is False
+    assert not (run_dir / "calibration.json").exists()
+    assert not (run_dir / "no_answer_rule.json").exists()
     card = build_model_card(run_dir, "user/kid")
     assert "Fine-tuned from the run `parent-bert`" in card
     assert f"F1 {parent_metrics['f1']:.2f}" in card

@@ -171,7 +171,7 @@ def _finished_trainer(tmp_path: Path, keep_model: str, raw_f1: float) -> Any:
         config=config,
         step=lambda: 2,
         model="model",
-        prepared=SimpleNamespace(tokenizer="tokenizer"),
+        prepared=SimpleNamespace(tokenizer="tokenizer", report={"validation": {"examples": 100}}),
         schedule=SimpleNamespace(steps_per_epoch=4),
         cluster=SimpleNamespace(chief=True),
         write_dir=tmp_path,

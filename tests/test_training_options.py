@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -30,11 +31,14 @@ def _history(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def test_eval_every_steps_and_early_stopping(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_eval_every_steps_and_early_stopping(
+    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from qa_finetune.training.trainer import train
 
-    # A learning rate this small leaves the scores exactly where they started, so the first
-    # evaluation is the best one and each later one counts against the patience of 2.
+    # A learning rate this small leaves the scores exactly where they started, so no later
+    # evaluation improves on the first: each counts against the patience of 2, and the flat
+    # curve keeps the latest step.
     config = tiny_config(
         tiny_model_dir,
         tmp_path,
@@ -44,11 +48,17 @@ def test_eval_every_steps_and_early_stopping(tiny_model_dir: Path, tmp_path: Pat
         early_stopping_patience=2,
         checkpoint_every_steps=None,
     )
-    run_dir = train(config)
+    with caplog.at_level(logging.INFO, logger="qa_finetune"):
+        run_dir = train(config)
     assert [int(row["step"]) for row in _history(run_dir)] == [1, 2, 3]
     metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["steps"] == 3
-    assert metrics["best_step"] == 1
+    assert metrics["best_step"] == 3
+    messages = [record.getMessage() for record in caplog.records]
+    assert (
+        f"kept: step 3, the last, with the best held-out F1 ({metrics['f1']:.2f} on "
+        f"{metrics['eval_examples']} questions)"
+    ) in messages
 
 
 def test_max_steps_caps_the_run(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -124,3 +134,22 @@ def test_multi_worker_strategy_reads_tf_config() -> None:
     assert facts["replicas"] == 1
     assert facts["task"] == ["worker", 0]
     assert facts["workers"] == tf_config["cluster"]["worker"]
+
+
+@pytest.mark.parametrize(
+    ("train", "windows", "shown"),
+    [
+        ({"epochs": 1, "min_steps": 150}, 24, "75 (train.min_steps 150 raises train.epochs 1)"),
+        ({"epochs": 3, "max_steps": 4}, 24, "2 (train.max_steps 4 caps train.epochs 3)"),
+        ({"epochs": 2, "min_steps": 3}, 24, "2"),
+    ],
+)
+def test_the_start_shows_the_epochs_its_steps_make(
+    train: dict[str, Any], windows: int, shown: str
+) -> None:
+    from qa_finetune.training.results import planned_epochs
+    from qa_finetune.training.schedule import Schedule
+
+    # Batches of 16: 24 windows make 2 steps an epoch.
+    config = Config.from_dict({"train": {"batch_size": 16, **train}})
+    assert planned_epochs(config, Schedule.of(config, windows)) == shown

@@ -6,6 +6,9 @@ Heavy modules (datasets, transformers, TensorFlow) are imported inside each comm
 
 from __future__ import annotations
 
+import os
+from typing import Annotated
+
 import typer
 
 from qa_finetune.cli.ask import ask
@@ -17,6 +20,7 @@ from qa_finetune.cli.feedback import feedback
 from qa_finetune.cli.index import index
 from qa_finetune.cli.interpolate import interpolate
 from qa_finetune.cli.label import label
+from qa_finetune.cli.native_logs import quiet_tensorflow_imports
 from qa_finetune.cli.prepare import prepare
 from qa_finetune.cli.push import push
 from qa_finetune.cli.serve import serve
@@ -31,6 +35,23 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def main(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Also show TensorFlow's own start-up messages on stderr (hidden otherwise).",
+        ),
+    ] = False,
+) -> None:
+    """Fine-tune, run, score and publish extractive question-answering models."""
+    if verbose:
+        os.environ["QA_FINETUNE_TF_LOGS"] = "1"
+    quiet_tensorflow_imports()
+
 
 # Registration order is the order `qa-finetune --help` lists them in.
 for _command in (

@@ -62,13 +62,19 @@ def read_context(context: str | None, context_file: Path | None) -> str:
 
 
 def _document_text(path: Path) -> str | None:
-    """The text of an HTML or PDF file as ``index`` extracts it (None for any other file,
-    read exactly as it is): a question about a web page is asked of its words, not its
-    tags. Answer offsets then count the characters of that text."""
-    from qa_finetune.documents.reading import HTML_SUFFIXES, extract_text, read_file_bytes
+    """The text of an HTML, Markdown or PDF file as ``index`` extracts it (None for any other
+    file, read exactly as it is): a question about a web page is asked of its words, not its
+    tags. Answer offsets then count the characters of that text (for Markdown, the file's:
+    its markup is read as spaces)."""
+    from qa_finetune.documents.reading import (
+        HTML_SUFFIXES,
+        MARKDOWN_SUFFIXES,
+        extract_text,
+        read_file_bytes,
+    )
     from qa_finetune.files import check_file
 
-    if path.suffix.lower() not in (*HTML_SUFFIXES, ".pdf"):
+    if path.suffix.lower() not in (*HTML_SUFFIXES, *MARKDOWN_SUFFIXES, ".pdf"):
         return None
     check_file(path, "context file", "--context-file")
     try:

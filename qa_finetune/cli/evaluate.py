@@ -200,6 +200,10 @@ def _check_data(
 ) -> None:
     if data is None and dataset is None:
         raise QAFinetuneError("no evaluation data: pass --data FILE or --dataset NAME")
+    if data is not None:
+        from qa_finetune.data.records import check_data_suffix
+
+        check_data_suffix(Path(data))  # before the model and TensorFlow load
     if open_book and (data is None or question_negatives):
         flag = "--question-negatives" if question_negatives else "--dataset"
         raise QAFinetuneError(

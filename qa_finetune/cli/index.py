@@ -69,6 +69,7 @@ def index(
         from qa_finetune.modeling.sentence_encoder import SentenceEncoder
 
         loaded = SentenceEncoder.load(encoder)  # not a sentence encoder: fails before reading
+        loaded.model  # noqa: B018  (its weights load, or fail in one line, before any file is read)
     settings = IndexSettings(
         max_words=passage_words,
         max_file_bytes=max_file_bytes,

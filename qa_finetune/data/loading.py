@@ -110,14 +110,14 @@ def load_hub_split(config: DataConfig, split: str) -> Iterable[dict[str, Any]]:
 def _dropped(report: SplitReport) -> str:
     """What was dropped (every example, as no split is made of none): how many, the first
     record named (record or article, and field), and every reason when there are several."""
-    reasons = dict(report.drop_reasons)
+    reasons = report.drops_in_words()
     count = report.examples_dropped
     counted = "its only example was dropped" if count == 1 else f"all {count} examples dropped"
     if not report.samples:
         return f"{counted}: {reasons}"
     if count == 1:
         return f"{counted}: {report.samples[0]}"
-    if len(reasons) == 1:
+    if len(report.drop_reasons) == 1:
         return f"{counted}; first: {report.samples[0]}"
     return f"{counted}: {reasons}; first: {report.samples[0]}"
 
@@ -241,7 +241,7 @@ def load_data(config: DataConfig, seed: int = 42, work_dir: Path | None = None) 
         if config.strict and (report.answers_repaired or report.examples_dropped):
             raise DataError(
                 f"{sources[name]}: {report.answers_repaired} answers repaired and "
-                f"{report.examples_dropped} examples dropped ({dict(report.drop_reasons)}); "
+                f"{report.examples_dropped} examples dropped ({report.drops_in_words()}); "
                 "fix the file or run without --strict"
             )
         if not len(examples):

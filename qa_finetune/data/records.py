@@ -206,12 +206,17 @@ def _looks_like_json_lines(path: Path, text: str) -> bool:
         return False
 
 
+def check_data_suffix(path: Path) -> None:
+    """Refuse a file whose format no reader here reads, before anything slow starts."""
+    if path.suffix.lower() not in FLAT_SUFFIXES:
+        raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
+
+
 def read_records(path: Path, config: DataConfig) -> list[dict[str, Any]]:
     """Read one local file into flat records with the standard column names."""
     check_file(path, "data file", "--train-file or --validation-file", DataError)
     suffix = path.suffix.lower()
-    if suffix not in FLAT_SUFFIXES:
-        raise DataError(f"unsupported data file {path}: use SQuAD .json, .jsonl, .csv or .parquet")
+    check_data_suffix(path)
     if suffix == ".json":
         text = read_text(path, "data file", error=DataError)
         try:

@@ -35,6 +35,10 @@ class SplitReport:
         if len(self.samples) < 5:
             self.samples.append(f"{example_id}: {reason}")
 
+    def drops_in_words(self) -> str:
+        """The drops as a reader says them: "1 no answer (...)", "2 x; 1 y", most first."""
+        return "; ".join(f"{count} {reason}" for reason, count in self.drop_reasons.most_common())
+
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["drop_reasons"] = dict(self.drop_reasons)

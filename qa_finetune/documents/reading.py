@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 
 from qa_finetune.documents.html_text import html_to_text
+from qa_finetune.documents.markdown_text import markdown_to_text
 from qa_finetune.documents.pdf_text import pdf_to_text
 from qa_finetune.documents.problems import DocumentReadError, SkippedDocument
 from qa_finetune.files import BOM, file_kind, first_bad_byte
@@ -27,7 +28,8 @@ __all__ = [
     "read_file_bytes",
 ]
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+TEXT_SUFFIXES = (".txt", *MARKDOWN_SUFFIXES)
 HTML_SUFFIXES = (".html", ".htm")
 DOCUMENT_SUFFIXES: tuple[str, ...] = (*TEXT_SUFFIXES, *HTML_SUFFIXES, ".pdf")
 
@@ -102,6 +104,11 @@ def extract_text(data: bytes, suffix: str, path: Path) -> str:
         text = html_to_text(text)
         if not text.strip():
             raise SkippedDocument(path, "no text in the HTML")
+    elif suffix in MARKDOWN_SUFFIXES:
+        # Markup as spaces: the text keeps the file's length, so offsets point into the file.
+        text = markdown_to_text(text)
+        if not text.strip():
+            raise SkippedDocument(path, "no text in the Markdown (only markup)")
     return text
 
 

@@ -105,7 +105,7 @@ def load_examples(
         kept = kept[:max_samples]
     if not kept:
         raise DataError(
-            f"{source}: no usable examples (dropped: {dict(report.drop_reasons)}); "
+            f"{source}: no usable examples (dropped: {report.drops_in_words()}); "
             "check the file, or pass --allow-no-answer for data without answers"
         )
     originals = kept

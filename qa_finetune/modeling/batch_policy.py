@@ -113,6 +113,28 @@ def choose_batch(profile: CostProfile, most: int | None = None) -> int:
     return max(b for b in sizes if profile.cost_per_window(b) <= best * (1 + TOLERANCE))
 
 
+def batch_line(profile: CostProfile, chosen: int, most: int | None = None) -> str:
+    """What ``choose_batch`` chose and why, in numbers that agree with each other."""
+    sizes = [b for b in profile.batches() if most is None or b <= most]
+    windows = "window" if chosen == 1 else "windows"
+    speed = profile.windows_per_second(chosen) if chosen in sizes else float("nan")
+    fastest = max(sizes, key=profile.windows_per_second) if sizes else chosen
+    if fastest == chosen:
+        alone = (
+            f"; {profile.windows_per_second(1):.1f} one at a time"
+            if chosen != 1 and 1 in sizes
+            else ""
+        )
+        why = f"the fastest measured on this machine ({speed:.1f} windows a second{alone})"
+    else:
+        why = (
+            f"the largest batch within {TOLERANCE:.0%} of the fastest measured on this machine "
+            f"({speed:.1f} windows a second; {profile.windows_per_second(fastest):.1f} at "
+            f"{fastest} a time)"
+        )
+    return f"answering {chosen} {windows} at a time, {why}"
+
+
 def batch_for_length(profile: CostProfile, length: int) -> int:
     """The pass size for windows padded to ``length`` tokens: as ``choose_batch``, from the
     cost per window at that length alone. On a CPU short windows batch well and long ones

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.modeling.batch_policy import CostProfile, choose_batch
+from qa_finetune.modeling.batch_policy import CostProfile, batch_line, choose_batch
 from qa_finetune.modeling.live_check import LiveCheck, forget_cached
 
 log = logging.getLogger(__name__)
@@ -226,12 +226,7 @@ def tuned_batch_size(
     profile = model_profile(model, tokenizer, model_dir, backend, max_length)
     chosen = choose_batch(profile, most)
     log.info(
-        "answering %d window%s at a time, the fastest measured on this machine (%.1f windows "
-        "a second; %.1f one at a time); a batch size you set (--batch-size, --max-batch) is "
-        "used instead",
-        chosen,
-        "" if chosen == 1 else "s",
-        profile.windows_per_second(chosen),
-        profile.windows_per_second(1) if 1 in profile.batches() else float("nan"),
+        "%s; a batch size you set (--batch-size, --max-batch) is used instead",
+        batch_line(profile, chosen, most),
     )
     return chosen, profile

@@ -71,5 +71,10 @@ def share_cores(passes: int) -> int:
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
     except RuntimeError:  # started already (a test process, a model loaded before)
-        log.warning("TensorFlow has started already: its passes keep their threads")
+        log.warning(
+            "the %d passes each use the threads the model started with, not %d each: the "
+            "model was running before they were set up (the answers are the same)",
+            passes,
+            threads,
+        )
     return threads

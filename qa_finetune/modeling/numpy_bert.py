@@ -1,16 +1,21 @@
 """A BERT encoder's forward pass in NumPy, for one short text at a time: the question that
 ``ask --index`` embeds before searching.
 
-TensorFlow costs 11-17 ms for a 13-token question through MiniLM-L6 on two CPU cores
-whatever the padding or tracing (its per-operation dispatch dominates a forward pass this
-small; bench/reports/19-dense-hybrid-retrieval.md), while the same arithmetic in NumPy is a
-few dozen small matrix products. The weights are the loaded TF model's own variables, so the two
-paths cannot drift apart; batches of passages stay on TensorFlow, which is faster for them. Only
-the plain BERT layout (absolute positions, GELU) is read here; any other model keeps TF.
+TensorFlow costs 11-17 ms for a 13-token question through MiniLM-L6 on two CPU cores whatever
+the padding or tracing (its per-operation dispatch dominates a forward pass this small;
+bench/reports/19-dense-hybrid-retrieval.md), while the same arithmetic in NumPy is a few dozen
+small matrix products. The weights are the loaded TF model's own variables (``from_tf``), so
+the two paths cannot drift apart, or, when no TF model is loaded, the encoder folder's
+``model.safetensors`` read in PyTorch's names (``from_safetensors``): a question is then
+embedded without starting TensorFlow at all, as ``ask --index`` on an ONNX export does. Batches
+of passages stay on TensorFlow, which is faster for them. Only the plain BERT layout (absolute
+positions, GELU) is read here; any other model keeps TF.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,17 +35,38 @@ def supports(config: Any) -> bool:
 
 
 class NumpyBert:
-    """The last hidden states of a TF BERT model, computed in NumPy float32."""
+    """The last hidden states of a BERT encoder, computed in NumPy float32."""
 
-    def __init__(self, model: Any) -> None:
-        config = model.config
-        self.heads = int(config.num_attention_heads)
-        self.eps = float(config.layer_norm_eps)
+    @classmethod
+    def from_tf(cls, model: Any) -> NumpyBert:
+        """The forward pass of the loaded TF BERT ``model``, on its own variables."""
         found = {}
         for variable in model.weights:
             name = variable.name.split(":")[0]
             if "/bert/" in name:
                 found[name.split("/bert/", 1)[1]] = np.asarray(variable.numpy(), np.float32)
+        return cls(model.config, found)
+
+    @classmethod
+    def from_safetensors(cls, config: Any, path: Path) -> NumpyBert:
+        """The forward pass of the BERT whose PyTorch-named weights are the safetensors file
+        ``path`` (``config``: its transformers config); no TensorFlow."""
+        from safetensors.numpy import load_file
+
+        found = {}
+        for key, value in load_file(str(path)).items():
+            name = _tf_name(key.removeprefix("bert."))
+            if name is not None:
+                # PyTorch's Linear stores [out, in]; the TF kernel is [in, out]: a transposed
+                # view, which the matrix products read as it is (no copy).
+                kernel = name.endswith("/kernel")
+                found[name] = np.asarray(value.T if kernel else value, np.float32)
+        return cls(config, found)
+
+    def __init__(self, config: Any, found: dict[str, np.ndarray]) -> None:
+        """``found``: the weights under TF's names, below the model's ``bert/``."""
+        self.heads = int(config.num_attention_heads)
+        self.eps = float(config.layer_norm_eps)
         self.words = found["embeddings/word_embeddings/weight"]
         self.positions = found["embeddings/position_embeddings/embeddings"]
         self.types = found["embeddings/token_type_embeddings/embeddings"]
@@ -102,6 +128,32 @@ class NumpyBert:
         centred = x - mean
         variance = (centred * centred).mean(axis=-1, keepdims=True)
         return centred / np.sqrt(variance + np.float32(self.eps)) * weights[0] + weights[1]
+
+
+_EMBEDDING = re.compile(r"embeddings\.(word_embeddings|position_embeddings|token_type_embeddings)")
+_NORM_NAMES = {"weight": "gamma", "gamma": "gamma", "bias": "beta", "beta": "beta"}
+
+
+def _tf_name(key: str) -> str | None:
+    """The TF variable name (below ``bert/``) of a PyTorch BERT weight; None for the rest
+    (the pooler, position ids)."""
+    parts = key.split(".")
+    embedding = _EMBEDDING.fullmatch(".".join(parts[:2]))
+    if embedding and parts[2:] == ["weight"]:
+        table = embedding.group(1)
+        return f"embeddings/{table}/" + ("weight" if table == "word_embeddings" else "embeddings")
+    if parts[0] not in ("embeddings", "encoder") or len(parts) < 3:
+        return None
+    if parts[0] == "encoder":
+        if parts[1] != "layer":
+            return None
+        parts = ["encoder", f"layer_._{parts[2]}", *parts[3:]]
+    *path, leaf = parts
+    if path[-1] == "LayerNorm":
+        return "/".join([*path, _NORM_NAMES[leaf]]) if leaf in _NORM_NAMES else None
+    if leaf == "weight":
+        return "/".join([*path, "kernel"])
+    return "/".join([*path, leaf]) if leaf == "bias" else None
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:

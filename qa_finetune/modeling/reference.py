@@ -87,10 +87,23 @@ def resolve_model_dir(reference: str, revision: str | None = None) -> Path:
     looks_like_path = reference.startswith((".", "/", "~")) or reference.count("/") > 1
     if looks_like_path or not is_hub_id(reference):
         raise ModelReferenceError(
-            f"model '{reference}' not found: no such directory (train one with "
-            "`qa-finetune train`, or pass a Hub id such as distilroberta-base)"
+            f"model '{reference}' not found: no such directory ({_hint(path)})"
         )
     return _download(reference, revision)
+
+
+def _hint(path: Path) -> str:
+    """The folder beside ``path`` it was most likely meant to name, or what to pass."""
+    import difflib
+
+    try:
+        beside = [entry.name for entry in path.parent.iterdir() if entry.is_dir()]
+    except OSError:
+        beside = []
+    close = difflib.get_close_matches(path.name, beside, n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {path.parent / close[0]}?"
+    return "pass a run or export folder such as outputs/demo, or train one with `qa-finetune train`"
 
 
 def check_qa_head(model_dir: Path) -> None:

@@ -60,6 +60,16 @@ def is_index(folder: Path) -> bool:
     return manifest_path(folder).is_file()
 
 
+def index_folder_for(docs: Path) -> Path:
+    """Where an index of the documents in ``docs`` can go: ``outputs/NAME-index``, or beside
+    ``docs`` when that would be inside it (an index never goes among its documents)."""
+    resolved = docs.resolve()
+    suggested = Path("outputs") / f"{resolved.name or 'documents'}-index"
+    if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
+        return resolved.parent / suggested.name
+    return suggested
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of the index in ``folder``; one clear line when it is not one we read."""
     path = manifest_path(folder)
@@ -68,9 +78,11 @@ def read_manifest(folder: Path) -> dict[str, Any]:
             f"index not found: {folder} (build one with qa-finetune index DOCS --output {folder})"
         )
     if not path.is_file():
+        suggested = index_folder_for(Path(folder))
         raise RetrievalError(
-            f"{folder} is not a document index (no {MANIFEST}): build one with "
-            f"qa-finetune index DOCS --output {folder}"
+            f"{folder} is not a document index (no {MANIFEST}): if it holds your documents, "
+            f"index them with qa-finetune index {folder} --output {suggested} and ask with "
+            f"--index {suggested}"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))

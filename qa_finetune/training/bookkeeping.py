@@ -181,7 +181,9 @@ class Bookkeeping(Levers):
         }
         row.update(results.validation_scores(self.model, self.prepared, self.config, at_step))
         train = self.config.train
-        best, stop = self.progress.record(row, train.early_stopping_patience)
+        best, stop = self.progress.record(
+            row, train.early_stopping_patience, results.kept_margin(self.prepared)
+        )
         results.write_history(self.write_dir, self.progress.state.history)
         if best and train.keep_model == "best" and self.cluster.chief:
             model_dir = RunPaths(self.write_dir).model

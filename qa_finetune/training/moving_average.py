@@ -123,7 +123,7 @@ def keep_better(trainer: Any, average: MovingAverage) -> dict[str, Any]:
         row.update({**scores, "step": at_step, "weights": "moving_average"})
         row["epoch"] = round(at_step / trainer.schedule.steps_per_epoch, 4)
         row["minutes"] = round(trainer.progress.seconds() / 60, 3)
-        trainer.progress.record(row, None)
+        trainer.progress.record(row, None, results.kept_margin(trainer.prepared))
         results.write_history(trainer.write_dir, state.history)
         if not keep_last and trainer.cluster.chief:
             save_model_atomic(

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from qa_finetune.training.checkpoints import TrainState
+from qa_finetune.training.kept_step import within_margin
 
 
 class RunProgress:
@@ -46,17 +47,23 @@ class RunProgress:
             return self.carried[1] + mean * batches, self.carried[2] + batches
         return mean * batches, batches
 
-    def record(self, row: dict[str, Any], patience: int | None) -> tuple[bool, bool]:
-        """Add a validation ``row``: (whether it is the best so far, whether ``patience``
-        evaluations without improvement have run out)."""
+    def record(
+        self, row: dict[str, Any], patience: int | None, margin: float = 0.0
+    ) -> tuple[bool, bool]:
+        """Add a validation ``row``: (whether its weights are the ones to keep, whether
+        ``patience`` evaluations without improvement have run out). They are kept unless an
+        earlier step's F1 is more than ``margin`` better (``kept_step``); ``best_f1`` is the
+        best F1 so far, ``best_metrics`` the row kept."""
         state = self.state
         state.history.append(row)
         f1 = row.get("f1")
-        best = f1 is None or state.best_f1 is None or f1 > state.best_f1
-        if best:
+        improved = f1 is None or state.best_f1 is None or f1 > state.best_f1
+        if improved:
             state.best_f1 = f1
-            state.best_metrics = row
             state.evals_without_improvement = 0
         else:
             state.evals_without_improvement += 1
-        return best, bool(patience and state.evals_without_improvement >= patience)
+        keep = within_margin(f1, state.best_f1, margin)
+        if keep:
+            state.best_metrics = row
+        return keep, bool(patience and state.evals_without_improvement >= patience)

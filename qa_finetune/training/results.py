@@ -22,6 +22,7 @@ from qa_finetune.runs.paths import RunPaths
 from qa_finetune.tables import format_table
 from qa_finetune.training.checkpoints import TrainState
 from qa_finetune.training.end_calibration import validation_source
+from qa_finetune.training.kept_step import kept_line, margin_for
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.schedule import Schedule
 from qa_finetune.training.tf_data import window_lengths
@@ -49,7 +50,7 @@ def log_summary(config: Config, prepared: PreparedData, schedule: Schedule, **fa
         ("parameters", f"{facts['parameters']:,}"),
         ("train windows", f"{len(prepared.train):,}"),
         ("validation windows", f"{len(prepared.validation):,}" if prepared.validation else "none"),
-        ("epochs", config.train.epochs),
+        ("epochs", planned_epochs(config, schedule)),
         ("steps", f"{schedule.total_steps:,} ({schedule.steps_per_epoch:,} per epoch)"),
         ("global batch", f"{config.train.batch_size} over {facts['replicas']} replica(s)"),
         (
@@ -61,6 +62,17 @@ def log_summary(config: Config, prepared: PreparedData, schedule: Schedule, **fa
         ("run directory", facts["run_dir"]),
     ]
     log.info("%s", format_table(rows, title="Training"))
+
+
+def planned_epochs(config: Config, schedule: Schedule) -> str:
+    """The epochs the planned steps make, and what moved them from ``train.epochs``."""
+    train, total = config.train, schedule.total_steps
+    epochs = f"{round(total / schedule.steps_per_epoch, 2):g}"
+    if train.max_steps and total == train.max_steps and epochs != f"{train.epochs:g}":
+        return f"{epochs} (train.max_steps {train.max_steps} caps train.epochs {train.epochs:g})"
+    if train.min_steps and total == train.min_steps and epochs != f"{train.epochs:g}":
+        return f"{epochs} (train.min_steps {train.min_steps} raises train.epochs {train.epochs:g})"
+    return epochs
 
 
 def describe_run(
@@ -269,3 +281,10 @@ def finish(
     rundir.plot_curves(state.history, RunPaths(run_dir).curves, kept_step=kept.get("step"))
     rows = [(k, v) for k, v in metrics.items() if v is not None and not isinstance(v, dict)]
     log.info("\n%s", format_table(rows, title=f"Finished: {run_dir}"))
+    questions = prepared.report["validation"]["examples"]
+    log.info("%s", kept_line(state.history, kept, final_step, questions, keep_last))
+
+
+def kept_margin(prepared: PreparedData) -> float:
+    """How much better an earlier step's held-out F1 must be to be kept over a later one."""
+    return margin_for(prepared.report["validation"]["examples"])
