@@ -88,15 +88,7 @@ def split_by_context(
         pa.array(order[: max(1, round(len(contexts) * fraction))], type=pa.int64())
     )
     del contexts, order
-    with (
-        pa.OSFile(str(source)) as stream,
-        pa.ipc.new_stream(str(train_path), schema) as train,
-        pa.ipc.new_stream(str(validation_path), schema) as validation,
-    ):
-        for batch in pa.ipc.open_stream(stream):
-            mask = pc.is_in(batch.column("context"), value_set=held_out)
-            train.write_batch(batch.filter(pc.invert(mask)))
-            validation.write_batch(batch.filter(mask))
+    _write_split(source, schema, "context", held_out, train_path, validation_path)
 
 
 def split_by_document(
@@ -133,12 +125,23 @@ def split_by_document(
             total += sizes[title]
     held = held or titles[:1]
     held_out = pa.array(held, type=pa.string())
+    _write_split(source, schema, "title", held_out, train_path, validation_path)
+
+
+def _write_split(
+    source: Path, schema: Any, column: str, held_out: Any, train_path: Path, held_path: Path
+) -> None:
+    """Copy ``source``'s examples batch by batch: those whose ``column`` is in ``held_out``
+    to ``held_path``, the others to ``train_path``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     with (
         pa.OSFile(str(source)) as stream,
         pa.ipc.new_stream(str(train_path), schema) as train,
-        pa.ipc.new_stream(str(validation_path), schema) as part,
+        pa.ipc.new_stream(str(held_path), schema) as held,
     ):
         for batch in pa.ipc.open_stream(stream):
-            mask = pc.is_in(batch.column("title"), value_set=held_out)
+            mask = pc.is_in(batch.column(column), value_set=held_out)
             train.write_batch(batch.filter(pc.invert(mask)))
-            part.write_batch(batch.filter(mask))
+            held.write_batch(batch.filter(mask))
