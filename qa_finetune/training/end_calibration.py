@@ -41,8 +41,7 @@ def calibrate_at_end(run_dir: Path, config: Config, prepared: PreparedData) -> d
     ``calibration_choice`` included, the negatives' record in the calibration's provenance)."""
     train = config.train
     records = [_record(row) for row in prepared.validation_examples]
-    # Provenance names a file by its base name, never its folder.
-    source = public_path(validation_source(prepared))
+    source = validation_name(prepared)
     originals = records
     negatives = long_contexts = None
     if train.calibration_negatives > 0:
@@ -95,6 +94,12 @@ def calibrate_at_end(run_dir: Path, config: Config, prepared: PreparedData) -> d
 def validation_source(prepared: PreparedData) -> str:
     """What the run's validation data is called (its file, or how it was held out)."""
     return str(prepared.report.get("sources", {}).get("validation") or "the validation data")
+
+
+def validation_name(prepared: PreparedData) -> str:
+    """``validation_source`` as provenance names it: a file by its base name, never its
+    folder (a calibration's provenance reaches model cards and ``GET /v1/model``)."""
+    return public_path(validation_source(prepared))
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:

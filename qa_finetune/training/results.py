@@ -21,7 +21,7 @@ from qa_finetune.runs.no_answer_rule_file import SavedRule, write_rule
 from qa_finetune.runs.paths import RunPaths
 from qa_finetune.tables import format_table
 from qa_finetune.training.checkpoints import TrainState
-from qa_finetune.training.end_calibration import validation_source
+from qa_finetune.training.end_calibration import validation_name
 from qa_finetune.training.kept_step import kept_line, margin_for
 from qa_finetune.training.prepare import PreparedData
 from qa_finetune.training.schedule import Schedule
@@ -101,7 +101,7 @@ def validation_scores(
     scores: dict[str, Any] = {}
     if prepared.validation is not None and prepared.validation_examples is not None:
         examples = prepared.validation_examples
-        source = validation_source(prepared)  # named in a calibration's provenance
+        source = validation_name(prepared)  # named in a calibration's provenance
         scores = _scores(model, prepared, config, prepared.validation, examples, source)
         log.info(
             "\nvalidation at step %d: EM %.2f  F1 %.2f  loss %.4f",
@@ -224,7 +224,7 @@ def _end_rule_and_calibration(
         scores = calibrate_at_end(run_dir, config, prepared)
         return _save_rule_and_calibration(run_dir, scores, scores["chosen_on"])
     if config.train.tune_no_answer_threshold and kept.get("no_answer_rule_choice"):
-        chosen_on = validation_source(prepared)
+        chosen_on = validation_name(prepared)
         fits = calibrate == "auto"
         return _save_rule_and_calibration(run_dir, kept, chosen_on, calibrate=fits)
     return {}
