@@ -31,6 +31,7 @@ from qa_finetune.cli.options import (
     NoAnswerThresholdOption,
     OutputDirOption,
     QuantizedOption,
+    ReadAllOption,
     StrideOption,
     check_min_confidence,
     check_passes,
@@ -40,6 +41,7 @@ from qa_finetune.cli.options import (
 )
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.inference.inputs import DEFAULT_MAX_CONTEXT_CHARS, check_context_length
 
 QuestionArgument = Annotated[str | None, typer.Argument(help="The question.")]
 ContextOption = Annotated[str | None, typer.Option("--context", help="Context text.")]
@@ -86,6 +88,16 @@ AskPassesOption = Annotated[
         "--batch, 2 where there are 2 cores or more, else 1; one question: 1).",
     ),
 ]
+MaxContextCharsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-context-chars",
+        min=1,
+        help="Longest context accepted, in characters (a line of --batch too).",
+    ),
+]
+# Work of this many windows or more shows a progress line (windows read / total) on stderr.
+PROGRESS_FROM_WINDOWS = 64
 
 
 @friendly_errors
@@ -114,6 +126,8 @@ def ask(
     passes: AskPassesOption = None,
     min_confidence: MinConfidenceOption = None,
     retriever: RetrieverOption = None,
+    read_all: ReadAllOption = False,
+    max_context_chars: MaxContextCharsOption = DEFAULT_MAX_CONTEXT_CHARS,
 ) -> None:
     """Answer a question from a context of any length, or from indexed documents (--index)."""
     show_library_logs()
@@ -121,6 +135,11 @@ def ask(
     if index is not None or top_passages is not None or retriever is not None:
         check_index_options(index, top_passages, context, context_file, retriever)
     _check_combination(question, context, context_file, batch, output, overwrite)
+    if read_all and index is not None:
+        raise QAFinetuneError(
+            "--read-all reads every window of a context given with the question; with --index "
+            "the passages found are read (--top-passages): drop one of them"
+        )
     check_threshold(no_answer_threshold)
     check_min_confidence(min_confidence)
     check_passes(passes)
@@ -129,20 +148,21 @@ def ask(
     settings.update(max_answer_length=max_answer_length, no_answer_threshold=no_answer_threshold)
     settings["warn_untrained_head"] = not allow_untrained_head
     load = partial(_share_then_load, (batch is not None, passes), model, output_dir, backend)
-    load = partial(load, **settings)
+    load = partial(_reading, read_all, partial(load, **settings))
     if index is not None:
         passages = top_passages or DEFAULT_TOP_PASSAGES
         asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json, retriever)
         ask_from_index(question, asked, load, batch, output, overwrite, skip_errors)
         return
     if batch is not None:
-        parsed = read_batch(batch, skip_errors, output, overwrite)
+        parsed = read_batch(batch, skip_errors, output, overwrite, False, max_context_chars)
         # Many questions: the batch size measured fastest here, unless the run sets one.
         answerer = load(tune_batch=True)
         settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
         answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
         return
     text = _read_pair(question, context, context_file)
+    check_context_length(text, max_context_chars)
     answerer = load(tune_batch=False)
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
@@ -183,6 +203,20 @@ def _check_combination(
             f"{given[0]} does not apply to --batch: each line of the batch file holds its own "
             f"context (drop {given[0]})"
         )
+
+
+def _reading(read_all: bool, load: Any, **kwargs: Any) -> Any:
+    """The loaded answerer, reading long contexts as asked, with a progress line for long
+    work (on stderr: stdout keeps only the answers)."""
+    from qa_finetune.cli.progress_line import ProgressLine
+    from qa_finetune.retrieval.long_contexts import LongContexts
+
+    answerer = load(**kwargs)
+    answerer.long_contexts = LongContexts(read_all=read_all)
+    answerer.progress = lambda total: (
+        ProgressLine("windows read", total) if total >= PROGRESS_FROM_WINDOWS else None
+    )
+    return answerer
 
 
 def _share_then_load(sharing: tuple[bool, int | None], *args: Any, **kwargs: Any) -> Any:

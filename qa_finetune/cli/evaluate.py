@@ -20,6 +20,7 @@ from qa_finetune.cli.options import (
     PassesOption,
     QuantizedOption,
     QuestionNegativesOption,
+    ReadAllOption,
     StrideOption,
     check_min_confidence,
     check_passes,
@@ -128,6 +129,7 @@ def evaluate(
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
     min_confidence: MinConfidenceOption = None,
+    read_all: ReadAllOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
@@ -143,7 +145,9 @@ def evaluate(
         model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
         model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
         model_flags.update(passes=passes, question_negatives=question_negatives or None)
-        _check_predictions_alone(**model_flags, min_confidence=min_confidence)
+        _check_predictions_alone(
+            **model_flags, min_confidence=min_confidence, read_all=read_all or None
+        )
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
@@ -162,6 +166,7 @@ def evaluate(
 
     settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples)
     settings.update(question_negatives=question_negatives, min_confidence=min_confidence)
+    settings["read_all"] = read_all
     evaluate_model(model, **where, **loading, **settings)
 
 

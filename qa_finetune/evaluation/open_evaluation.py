@@ -192,6 +192,7 @@ def evaluate_open(
     side by side, the headline one's at the top level. ``loading``: ``load_for_answering``'s."""
     from qa_finetune.evaluation import evaluate as plain
     from qa_finetune.evaluation import open_retrievers as side
+    from qa_finetune.evaluation.question_reading import predict_and_score
     from qa_finetune.evaluation.results import finish, write_predictions
     from qa_finetune.files import write_json
     from qa_finetune.modeling.for_answering import load_for_answering
@@ -204,7 +205,7 @@ def evaluate_open(
     questions = spread_sample(everything.records, max_samples)
     loaded = load_for_answering(reference, tune_batch=True, **loading)
     began = time.perf_counter()
-    result, windows = plain._predict_and_score(loaded, questions, allow_no_answer)
+    result, windows = predict_and_score(loaded, questions, allow_no_answer)
     gold_seconds = time.perf_counter() - began
     predictions = result.pop("predictions")
     figures, open_answers = side.side_by_side(

@@ -8,7 +8,7 @@ longest window: short windows do not pay for long ones.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from qa_finetune.features.windows import (
 from qa_finetune.inference.inputs import checked_pairs
 from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.predict import predict_features
+from qa_finetune.retrieval.long_contexts import LongContexts, Narrowed
 
 # --------------------------------------------------------------------------------------------
 # Answering questions
@@ -64,6 +65,11 @@ class QuestionAnswerer:
     calibration: Calibration | None = None
     # Told the seconds of each forward pass, to check the profile (``modeling/live_check``).
     watch: Any = None
+    # Which passages of a long context are read (``retrieval.long_contexts``).
+    long_contexts: LongContexts = field(default_factory=LongContexts)
+    # Given the windows about to be read, a callable told how many each pass read (a
+    # progress line for long work), or None for none.
+    progress: Callable[[int], Callable[[int], None] | None] | None = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -127,10 +133,12 @@ class QuestionAnswerer:
         checked = checked_pairs(pairs)
         if not checked:
             return []
-        contexts = [c for _, c in checked]
+        narrowed = [self.long_contexts.narrow(q, c) for q, c in checked]
+        contexts = [n.text if n else c for n, (_, c) in zip(narrowed, checked, strict=True)]
         windows = self.windows([q for q, _ in checked], contexts)
         start, end = self.predict_windows(windows.encoding)
-        return self.decode(windows, contexts, start, end, top_k, allow_no_answer)
+        answers = self.decode(windows, contexts, start, end, top_k, allow_no_answer)
+        return [in_original(n, ranked) for n, ranked in zip(narrowed, answers, strict=True)]
 
     def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
         """Step 1: the strided windows of checked (question, context) pairs; a question too
@@ -161,7 +169,7 @@ class QuestionAnswerer:
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
             passes=passes,
-            watch=self.watch,
+            watch=_watching(self.watch, self.progress, len(encoding["input_ids"])),
         )
 
     def decode(
@@ -240,6 +248,27 @@ class QuestionAnswerer:
             )
         except QAFinetuneError as exc:
             raise InferenceError(str(exc)) from None
+
+
+def _watching(
+    watch: Any, progress: Callable[[int], Callable[[int], None] | None] | None, total: int
+) -> Any:
+    """The ``watch`` of ``predict_features``: the profile's check and the progress line."""
+    step = progress(total) if progress is not None else None
+    if step is None:
+        return watch
+
+    def both(windows: int, length: int, seconds: float) -> None:
+        if watch is not None:
+            watch(windows, length, seconds)
+        step(windows)
+
+    return both
+
+
+def in_original(narrowed: Narrowed | None, ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answers read in a long context's passages (``narrowed``), placed in its whole text."""
+    return ranked if narrowed is None else [narrowed.answer_in_original(a) for a in ranked]
 
 
 def get_answer(tokenizer: Any, model: Any, question: str, context: str) -> str:

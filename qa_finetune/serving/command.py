@@ -143,6 +143,7 @@ def build_app(
     (a document index opened by the caller) or the one ``settings.index`` names."""
     from qa_finetune.modeling.cpu_threads import default_passes, share_cores
     from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.retrieval.long_contexts import LongContexts
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.open_answering import open_index
     from qa_finetune.serving.service import AnswerService
@@ -151,6 +152,7 @@ def build_app(
     threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
     answerer.answer_below(settings.min_confidence)
+    answerer.long_contexts = LongContexts(read_all=settings.read_all)
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
     shown = (settings.max_batch, passes, threads, "" if threads == 1 else "s")
     log.info("serving with --max-batch %d, --passes %d (%d thread%s each)", *shown)
@@ -196,6 +198,7 @@ def serve(
     index: Path | None = None,
     min_confidence: float | None = None,
     retriever: str | None = None,
+    read_all: bool = False,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized``: its int8 ONNX model; ``index``: documents for requests without a context."""
@@ -222,6 +225,7 @@ def serve(
         index=str(Path(index).resolve()) if index is not None else None,
         min_confidence=min_confidence,
         retriever=retriever,
+        read_all=read_all,
     )
     _check_limits(settings, workers, max_connections)
     _check_backend(backend)

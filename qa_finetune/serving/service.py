@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.inference.answerer import QuestionAnswerer, in_original
 from qa_finetune.modeling.cpu_threads import MAX_PASSES
 from qa_finetune.retrieval.retriever import Retriever
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
@@ -68,6 +68,7 @@ class ServeSettings:
     index: str | None = None  # the document index folder (serve --index), opened per process
     min_confidence: float | None = None  # below it a calibrated answer is "not sure"
     retriever: str | None = None  # bm25, dense or hybrid; None: hybrid when it has embeddings
+    read_all: bool = False  # every window of a long context (else its best passages)
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -119,7 +120,8 @@ class Windowed:
     """One (question, context) pair cut into windows, not yet queued."""
 
     windows: Any  # features.windows.Windows
-    context: str
+    context: str  # the text read: the context, or the passages read of a long one
+    narrowed: Any = None  # retrieval.long_contexts.Narrowed: how to go back to the context
 
     @property
     def size(self) -> int:
@@ -225,8 +227,11 @@ class AnswerService:
         return self.queue(self.window(question, context), top_k, allow_no_answer)
 
     def window(self, question: str, context: str) -> Windowed:
-        """The pair's windows; a question too long for them raises ``InferenceError``."""
-        return Windowed(self.answerer.windows([question], [context]), context)
+        """The pair's windows (of a long context, its passages that best match the question:
+        ``retrieval.long_contexts``); a question too long for them raises ``InferenceError``."""
+        narrowed = self.answerer.long_contexts.narrow(question, context)
+        read = context if narrowed is None else narrowed.text
+        return Windowed(self.answerer.windows([question], [read]), read, narrowed)
 
     def window_all(
         self, pairs: list[tuple[str, str | None]], top_passages: Sequence[int | None] = ()
@@ -275,9 +280,11 @@ class AnswerService:
             assert self.collection is not None  # only window_all makes them, with an index
             return self.collection.queue(self.batcher, windowed, top_k, allow_no_answer)
         windows, context = windowed.windows, windowed.context
-        decode: Callable[[Any, Any], list[dict[str, Any]]] = lambda start, end: (  # noqa: E731
-            self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)[0]
-        )
+
+        def decode(start: Any, end: Any) -> list[dict[str, Any]]:
+            read = self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)
+            return in_original(windowed.narrowed, read[0])
+
         return self.batcher.submit(windows.encoding, windows.offsets.shape[1], decode)
 
     def close(self) -> None:

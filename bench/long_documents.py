@@ -1,0 +1,147 @@
+"""The long-document check: SQuAD v1.1 dev questions asked of their whole article.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/long_documents.py ../shared/data/squad-v1.1-dev.json \\
+        --model ../shared/models/minilm-31k --questions 300 --seed 0 \\
+        --read read-all --read paragraph --read bm25:1 --read bm25:3 --read bm25:5 \\
+        --output bench/results/long_documents.json
+
+Each question's article is its paragraphs joined by a blank line, answer offsets moved and
+checked (``data.whole_documents``); ``--questions`` of them are drawn (seeded). Each
+``--read`` answers them all one way: ``read-all`` (every window of the article, as before
+long contexts were narrowed), ``paragraph`` (the question's own paragraph: the ceiling), or
+``bm25:K`` (the K best passages of the article by BM25, ``retrieval.long_contexts``; with
+``@W`` appended, only articles over W words are narrowed). Prints and writes EM/F1, how often
+a read passage held a gold answer, the windows read per question, and the seconds; every
+answer's offsets are checked against the whole article.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._machine import machine_line
+from qa_finetune.config import DataConfig
+from qa_finetune.data.records import read_records
+from qa_finetune.data.validation import SplitReport, validate_records
+from qa_finetune.data.whole_documents import whole_document_questions
+from qa_finetune.metrics import squad_v1
+from qa_finetune.retrieval.long_contexts import DEFAULT_THRESHOLD_WORDS, LongContexts
+
+CHUNK = 25  # questions answered per call, so progress shows on a slow machine
+
+
+def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` questions of ``data`` (seeded), each asked of its whole article."""
+    records = validate_records(read_records(data, DataConfig()), False, SplitReport())
+    everything = whole_document_questions(records, 1.0, seed)
+    return whole_document_questions(records, count / len(everything), seed)
+
+
+def reading(way: str) -> LongContexts | None:
+    """The long-context setting of a ``--read`` value; None for ``paragraph``."""
+    if way == "paragraph":
+        return None
+    if way == "read-all":
+        return LongContexts(read_all=True)
+    if not way.startswith("bm25:"):
+        raise SystemExit(f"unknown --read {way!r}: read-all, paragraph or bm25:K[@WORDS]")
+    top, _, words = way.removeprefix("bm25:").partition("@")
+    threshold = int(words) if words else DEFAULT_THRESHOLD_WORDS
+    return LongContexts(threshold_words=threshold, top_passages=int(top))
+
+
+def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict[str, Any]:
+    """Scores, passage recall and windows read for one way of reading."""
+    from qa_finetune.inference.answerer import in_original
+
+    setting = reading(way)
+    answerer.long_contexts = setting or LongContexts(read_all=True)
+    started = time.perf_counter()
+    predictions: dict[str, str] = {}
+    held = windows = 0
+    for first in range(0, len(questions), CHUNK):
+        chunk = questions[first : first + CHUNK]
+        pairs = [(q["question"], _paragraph(q) if setting is None else q["context"]) for q in chunk]
+        narrowed = [answerer.long_contexts.narrow(q, c) for q, c in pairs]
+        read = [n.text if n else c for n, (_, c) in zip(narrowed, pairs, strict=True)]
+        found = answerer.windows([q for q, _ in pairs], read)
+        windows += len(found.encoding["input_ids"])
+        start, end = answerer.predict_windows(found.encoding)
+        answers = answerer.decode(found, read, start, end)
+        for record, pair, n, ranked in zip(chunk, pairs, narrowed, answers, strict=True):
+            best = in_original(n, ranked)[0]
+            assert pair[1][best["start"] : best["end"]] == best["answer"], record["id"]
+            predictions[record["id"]] = best["answer"]
+            held += _holds_answer(record, n) if setting is not None else 1
+        done = min(first + CHUNK, len(questions))
+        print(f"  {way}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+    gold = {q["id"]: list(q["answers"]["text"]) for q in questions}
+    scores = squad_v1(predictions, gold)
+    return {
+        "read": way,
+        "exact_match": round(scores["exact_match"], 2),
+        "f1": round(scores["f1"], 2),
+        "answer_read": round(100 * held / len(questions), 2),
+        "windows_per_question": round(windows / len(questions), 2),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def _paragraph(question: dict[str, Any]) -> str:
+    return question["paragraph"]
+
+
+def _holds_answer(question: dict[str, Any], narrowed: Any) -> bool:
+    """Whether a gold answer lies whole inside a passage that was read."""
+    if narrowed is None:
+        return True
+    spans = zip(narrowed.original_starts, narrowed.lengths, strict=True)
+    answers = zip(question["answers"]["answer_start"], question["answers"]["text"], strict=True)
+    pairs = [(a, len(t)) for a, t in answers]
+    return any(s <= a and a + n <= s + length for s, length in spans for a, n in pairs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--read", action="append", required=True)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    for way in args.read:
+        reading(way)  # a bad value fails before the model loads
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    paragraphs = {
+        r["id"]: r["context"]
+        for r in validate_records(read_records(args.data, DataConfig()), False, SplitReport())
+    }
+    questions = long_document_questions(args.data, args.questions, args.seed)
+    for question in questions:
+        question["paragraph"] = paragraphs[question["id"].removesuffix("#document")]
+    words = sorted(len(q["context"].split()) for q in questions)
+    print(machine_line())
+    print(
+        f"{len(questions)} questions of {len({q['title'] for q in questions})} articles, "
+        f"words per article: median {words[len(words) // 2]}, min {words[0]}, max {words[-1]}"
+    )
+    answerer = QuestionAnswerer.load(args.model)
+    rows = []
+    for way in args.read:
+        row = answer_all(answerer, questions, way)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.output:
+        payload = {"machine": machine_line(), "questions": len(questions), "rows": rows}
+        args.output.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

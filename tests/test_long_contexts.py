@@ -1,0 +1,224 @@
+"""Long contexts: the passages read are ranked for the question and answers come back at their
+exact offsets in the text the user gave (HTML, PDF text, CRLF, emoji); the cap on context
+length and the progress line of long work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from document_files import pdf_bytes
+from typer.testing import CliRunner
+
+from qa_finetune.cli.app import app
+from qa_finetune.documents.reading import extract_text
+from qa_finetune.features.windows import make_spec
+from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.retrieval.long_contexts import LongContexts, Narrowed
+from qa_finetune.retrieval.passage_ranking import bm25_scores, rank_passages
+
+# Small passages and a low threshold, so that a page of text is "long".
+SMALL = LongContexts(threshold_words=30, top_passages=1, passage_words=40)
+ANSWER = "The Millbrook footbridge over the Tarrow was designed by the engineer Alma Stroud."
+QUESTION = "Who designed the Millbrook footbridge?"
+TOWNS = ["Ashby", "Brill", "Corran", "Dunmore", "Elsworth", "Fenwick", "Garron", "Holt"]
+
+
+def distractors(count: int) -> list[str]:
+    """Paragraphs about other things, none naming the bridge or its designer."""
+    return [
+        f"The market of {TOWNS[i % 8]} number {i} opens every spring and sells wool, cheese "
+        f"and apples from the farms of the valley; its hall was rebuilt after a fire."
+        for i in range(count)
+    ]
+
+
+def document(separator: str = "\n\n", at: int = 17, count: int = 30) -> str:
+    paragraphs = distractors(count)
+    paragraphs.insert(at, ANSWER)
+    return separator.join(paragraphs)
+
+
+def check_exact(narrowed: Narrowed) -> None:
+    """Every passage read is the original text at its original offsets."""
+    pieces = zip(narrowed.read_starts, narrowed.original_starts, narrowed.lengths, strict=True)
+    for read, original, length in pieces:
+        assert (
+            narrowed.text[read : read + length] == narrowed.original[original : original + length]
+        )
+
+
+def answer_back(narrowed: Narrowed, answer: str) -> tuple[int, int]:
+    """The offsets in the original of ``answer`` found in the text read."""
+    start = narrowed.text.index(answer)
+    return narrowed.to_original(start, start + len(answer))
+
+
+def test_the_ranking_reads_the_passage_that_holds_the_answer() -> None:
+    text = document()
+    narrowed = SMALL.narrow(QUESTION, text)
+    assert narrowed is not None
+    assert (narrowed.passages_read, narrowed.passages_total) == (1, 31)
+    assert narrowed.text == ANSWER
+    start, end = answer_back(narrowed, "Alma Stroud")
+    assert text[start:end] == "Alma Stroud"
+    assert start == text.index("Alma Stroud")
+
+
+def test_bm25_against_a_hand_computation() -> None:
+    # Two passages; "bridge" is in one: idf = ln(1 + (2 - 1 + 0.5) / (1 + 0.5)) = ln 2.
+    # Passage 0 has 2 terms (the mean length 2.5): tf 1 / (1 + 1.5 * (0.25 + 0.75 * 2 / 2.5)).
+    scores = bm25_scores(["bridge"], [["bridge", "stone"], ["road", "wide", "long"]])
+    norm = 1.5 * (0.25 + 0.75 * 2 / 2.5)
+    assert scores.tolist() == pytest.approx([0.6931471805599453 * 2.5 / (1 + norm), 0.0])
+
+
+def test_equal_scores_go_to_the_earlier_passage() -> None:
+    assert [n for n, _ in rank_passages("zebra", ["a cat", "a dog", "a cow"])] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("separator", ["\r\n\r\n", "\n\n", "\n \n\t\n"])
+def test_crlf_and_spaced_blank_lines_map_back_exactly(separator: str) -> None:
+    text = document(separator).replace("sells wool, cheese", "sells wool,\r\ncheese")
+    narrowed = SMALL.narrow(QUESTION, text)
+    assert narrowed is not None
+    check_exact(narrowed)
+    start, end = answer_back(narrowed, "Alma Stroud")
+    assert (start, text[start:end]) == (text.index("Alma Stroud"), "Alma Stroud")
+
+
+def test_emoji_and_other_scripts_before_the_answer_map_back_exactly() -> None:
+    paragraphs = [p.replace("apples", "apples 🍎🙂 東京") for p in distractors(30)]
+    paragraphs.insert(20, "🙂 " + ANSWER.replace("Alma Stroud", "Alma Stroud 👩‍🔧"))
+    text = "\n\n".join(paragraphs)
+    narrowed = SMALL.narrow(QUESTION, text)
+    assert narrowed is not None
+    check_exact(narrowed)
+    start, end = answer_back(narrowed, "Alma Stroud 👩‍🔧")
+    assert text[start:end] == "Alma Stroud 👩‍🔧"
+    assert start == text.index("Alma Stroud")
+
+
+def test_html_text_maps_back_exactly() -> None:
+    body = "".join(f"<p>{p}</p>\n" for p in distractors(12))
+    html = f"<html><body><h1>Valley</h1>\n{body}<p>{ANSWER}</p>\n{body}</body></html>"
+    text = extract_text(html.encode(), ".html", Path("valley.html"))
+    narrowed = SMALL.narrow(QUESTION, text)
+    assert narrowed is not None
+    check_exact(narrowed)
+    start, end = answer_back(narrowed, "Alma Stroud")
+    assert (start, text[start:end]) == (text.index("Alma Stroud"), "Alma Stroud")
+
+
+def test_pdf_text_maps_back_exactly() -> None:
+    def page(line: str) -> bytes:
+        return b"BT /F1 12 Tf 72 720 Td (" + line.encode("latin-1") + b") Tj ET"
+
+    pages = [page(p) for p in distractors(10)]
+    pages.insert(6, page(ANSWER))
+    text = extract_text(pdf_bytes(*pages), ".pdf", Path("valley.pdf"))
+    narrowed = SMALL.narrow(QUESTION, text)
+    assert narrowed is not None
+    check_exact(narrowed)
+    start, end = answer_back(narrowed, "Alma Stroud")
+    assert (start, text[start:end]) == (text.index("Alma Stroud"), "Alma Stroud")
+
+
+def test_short_contexts_no_shared_term_and_read_all_read_everything() -> None:
+    assert SMALL.narrow(QUESTION, ANSWER) is None  # under the threshold
+    assert SMALL.narrow("Why zebras?", document()) is None  # nothing to rank by
+    everything = LongContexts(threshold_words=30, top_passages=1, read_all=True)
+    assert everything.narrow(QUESTION, document()) is None
+
+
+def test_a_span_running_over_the_blank_line_ends_with_its_passage() -> None:
+    text = "one two three\n\nfour five six\n\nseven eight nine"
+    narrowed = Narrowed.of(text, [(0, 13), (30, 46)], 3)
+    assert narrowed.text == "one two three\n\nseven eight nine"
+    assert narrowed.to_original(4, 20) == (4, 13)  # "two three\n\nseven" -> "two three"
+    assert narrowed.to_original(21, 26) == (36, 41)
+    assert text[36:41] == "eight"
+
+
+class PeakModel:
+    """Start and end logits that peak on one token id wherever it is."""
+
+    def __init__(self, token_id: int) -> None:
+        self.token_id = token_id
+
+    def __call__(self, inputs: dict[str, Any], training: bool = False) -> Any:
+        import tensorflow as tf
+
+        hits = tf.cast(tf.equal(inputs["input_ids"], self.token_id), tf.float32) * 10.0
+        return SimpleNamespace(start_logits=hits, end_logits=hits)
+
+
+def test_ask_answers_from_the_passage_read_at_its_original_offset(tiny_model_dir: Path) -> None:
+    from qa_finetune.modeling.reference import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    model = PeakModel(tokenizer.convert_tokens_to_ids("zebra"))
+    answerer = QuestionAnswerer(model, tokenizer, make_spec(tokenizer, 64, 16))
+    answerer.long_contexts = SMALL
+    paragraphs = [p.replace("wool", "zebra") for p in distractors(30)]  # a zebra everywhere
+    paragraphs.insert(17, ANSWER.replace("the engineer", "a zebra and"))
+    text = "\r\n\r\n".join(paragraphs)
+    seen: list[int] = []
+    answerer.progress = lambda total: seen.append(total) or None
+    [best] = answerer.answer(QUESTION, text)
+    assert text[best["start"] : best["end"]] == best["answer"] == "zebra"
+    assert best["start"] == text.index("a zebra and") + 2  # the answer's passage, not the first
+    answerer.long_contexts = LongContexts(read_all=True)
+    answerer.answer(QUESTION, text)
+    assert seen[0] < 5 < seen[1]  # windows read: the passage's, then every one
+
+
+def run(args: list[str]) -> tuple[int, list[str]]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stderr.splitlines()
+
+
+def test_a_context_over_the_cap_is_refused_naming_the_flag_and_index(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("word " * 30, encoding="utf-8")
+    code, errors = run(
+        [
+            "ask",
+            "Who?",
+            "--context-file",
+            tmp_path / "big.txt",
+            "--model",
+            tmp_path / "none",
+            "--max-context-chars",
+            "100",
+        ]
+    )
+    assert code == 1
+    assert errors == [
+        "error: the context is 150 characters, over the limit of 100 (--max-context-chars): "
+        "raise the limit, or index a collection of documents with `qa-finetune index DOCS "
+        "--output INDEX` and ask with --index INDEX"
+    ]
+
+
+def test_a_batch_line_over_the_cap_is_refused(tmp_path: Path) -> None:
+    batch = tmp_path / "q.jsonl"
+    batch.write_text('{"question": "Who?", "context": "' + "x" * 120 + '"}\n', encoding="utf-8")
+    code, errors = run(["ask", "--batch", batch, "--max-context-chars", "100"])
+    assert code == 1
+    assert errors == [
+        f"error: {batch}:1: the context is 120 characters, over the limit of 100 "
+        "(--max-context-chars): raise the limit, or index a collection of documents with "
+        "`qa-finetune index DOCS --output INDEX` and ask with --index INDEX; fix the line or "
+        "pass --skip-errors"
+    ]
+
+
+def test_read_all_with_an_index_is_refused(tmp_path: Path) -> None:
+    code, errors = run(["ask", "Who?", "--index", tmp_path, "--read-all"])
+    assert code == 1
+    assert errors == [
+        "error: --read-all reads every window of a context given with the question; with "
+        "--index the passages found are read (--top-passages): drop one of them"
+    ]
