@@ -3,7 +3,10 @@ them, checked against a loss computed by hand; its epoch order keeps a question 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,3 +97,20 @@ def test_the_epoch_order_keeps_a_question_s_windows_side_by_side() -> None:
     questions = np.array([0, 0, 0, 1, 1, 2])
     order = np.array([4, 0, 5, 2, 3, 1])
     assert grouped_order(order, questions).tolist() == [4, 3, 0, 2, 1, 5]
+
+
+def test_a_shared_norm_run_trains_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from tiny_runs import tiny_run_config
+
+    from qa_finetune.training.trainer import train
+
+    config = tiny_run_config(tiny_model_dir, tmp_path, method="shared_norm", epochs=1)
+    # Short windows, so that questions have several and the shared softmax has work to do.
+    config = dataclasses.replace(
+        config, preprocess=dataclasses.replace(config.preprocess, max_length=64, stride=16)
+    )
+    run_dir = train(config)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert math.isfinite(metrics["train_loss"]) and metrics["train_loss"] > 0
+    assert metrics["method"] == "shared_norm"
+    assert (run_dir / "model" / "model.safetensors").is_file()
