@@ -44,7 +44,7 @@ def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str,
 
 def reading(way: str) -> LongContexts | None:
     """The long-context setting of a ``--read`` value; None for ``paragraph``."""
-    if way == "paragraph":
+    if way == "paragraph" or way.startswith("passages:"):
         return None
     if way == "read-all":
         return LongContexts(read_all=True)
@@ -92,6 +92,83 @@ def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict
     }
 
 
+WEIGHTS = (0.0, 1.0, 2.0, 4.0)
+
+
+def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> list[dict]:
+    """Each question's ``most`` best passages (BM25) read one by one, then the answer chosen
+    across the first K of them (K up to ``most``) by the reader's margin over "no answer"
+    plus w x the passage's BM25 score (``decoding.across_passages``), for each w of
+    ``WEIGHTS``: one reading gives the whole grid."""
+    from qa_finetune.decoding.across_passages import choose_across_passages
+    from qa_finetune.inference.open_answers import read_passages
+    from qa_finetune.retrieval.passage_ranking import rank_passages
+    from qa_finetune.retrieval.passages import split_passages
+    from qa_finetune.retrieval.retriever import Hit, Passage
+
+    started = time.perf_counter()
+    found, readings = [], []
+    for first in range(0, len(questions), CHUNK):
+        chunk = questions[first : first + CHUNK]
+        hits = []
+        for q in chunk:
+            spans = split_passages(q["context"])
+            ranked = rank_passages(q["question"], [q["context"][a:b] for a, b in spans])[:most]
+            hits.append(
+                [
+                    Hit(
+                        Passage(n, "", spans[n][0], spans[n][1], q["context"][slice(*spans[n])]),
+                        s,
+                        r,
+                    )
+                    for r, (n, s) in enumerate(ranked, 1)
+                ]
+            )
+        found.extend(hits)
+        readings.extend(read_passages(answerer, [q["question"] for q in chunk], hits))
+        done = min(first + CHUNK, len(questions))
+        print(f"  passages:{most}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+    seconds = time.perf_counter() - started
+    gold = {q["id"]: list(q["answers"]["text"]) for q in questions}
+    rows = []
+    for k in range(1, most + 1):
+        held = sum(
+            _holds_in(q, [h.passage for h in hits[:k]])
+            for q, hits in zip(questions, found, strict=True)
+        )
+        for weight in WEIGHTS:
+            predictions = {}
+            for q, hits, read in zip(questions, found, readings, strict=True):
+                chosen = choose_across_passages(
+                    [r for r in read if r.passage < k], 0.0, False, retrieval_weight=weight
+                )
+                if not chosen:
+                    predictions[q["id"]] = ""
+                    continue
+                best = chosen[0][0]
+                start = hits[best.passage].passage.start + best.start
+                end = hits[best.passage].passage.start + best.end
+                assert q["context"][start:end] == best.text, q["id"]
+                predictions[q["id"]] = best.text
+            scores = squad_v1(predictions, gold)
+            rows.append(
+                {
+                    "read": f"passages:{k} w={weight:g}",
+                    "exact_match": round(scores["exact_match"], 2),
+                    "f1": round(scores["f1"], 2),
+                    "answer_read": round(100 * held / len(questions), 2),
+                    "windows_per_question": None,
+                    "seconds": round(seconds, 1) if k == most else None,
+                }
+            )
+    return rows
+
+
+def _holds_in(question: dict[str, Any], passages: list[Any]) -> bool:
+    answers = zip(question["answers"]["answer_start"], question["answers"]["text"], strict=True)
+    return any(p.start <= a and a + len(t) <= p.end for p in passages for a, t in answers)
+
+
 def _paragraph(question: dict[str, Any]) -> str:
     return question["paragraph"]
 
@@ -135,6 +212,11 @@ def main() -> None:
     answerer = QuestionAnswerer.load(args.model)
     rows = []
     for way in args.read:
+        if way.startswith("passages:"):
+            for row in passages_grid(answerer, questions, int(way.removeprefix("passages:"))):
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            continue
         row = answer_all(answerer, questions, way)
         rows.append(row)
         print(json.dumps(row), flush=True)

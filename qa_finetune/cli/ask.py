@@ -134,12 +134,7 @@ def ask(
     # The input is read and checked before the model loads, so a mistake fails at once.
     if index is not None or top_passages is not None or retriever is not None:
         check_index_options(index, top_passages, context, context_file, retriever)
-    _check_combination(question, context, context_file, batch, output, overwrite)
-    if read_all and index is not None:
-        raise QAFinetuneError(
-            "--read-all reads every window of a context given with the question; with --index "
-            "the passages found are read (--top-passages): drop one of them"
-        )
+    _check_combination(question, context, context_file, batch, output, overwrite, read_all, index)
     check_threshold(no_answer_threshold)
     check_min_confidence(min_confidence)
     check_passes(passes)
@@ -161,8 +156,7 @@ def ask(
         settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
         answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
         return
-    text = _read_pair(question, context, context_file)
-    check_context_length(text, max_context_chars)
+    text = _read_pair(question, context, context_file, max_context_chars)
     answerer = load(tune_batch=False)
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
@@ -176,8 +170,15 @@ def _check_combination(
     batch: Path | None,
     output: Path | None,
     overwrite: bool = False,
+    read_all: bool = False,
+    index: Path | None = None,
 ) -> None:
     """Refuse options that the chosen mode would ignore, rather than drop them silently."""
+    if read_all and index is not None:
+        raise QAFinetuneError(
+            "--read-all reads every window of a context given with the question; with --index "
+            "the passages found are read (--top-passages): drop one of them"
+        )
     if batch is None:
         if output is not None or overwrite:
             flag = "--output" if output is not None else "--overwrite"
@@ -233,14 +234,17 @@ def _share_cores(many: bool, passes: int | None) -> None:
         share_cores_among(passes)
 
 
-def _read_pair(question: str | None, context: str | None, context_file: Path | None) -> str:
-    """The context of one question, both checked."""
+def _read_pair(
+    question: str | None, context: str | None, context_file: Path | None, max_chars: int
+) -> str:
+    """The context of one question, both checked (the context at most ``max_chars`` long)."""
     from qa_finetune.inference.inputs import check_pair
 
     if question is None:
         raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --context TEXT')
     text = read_context(context, context_file)
     check_pair(question, text)
+    check_context_length(text, max_chars)
     return text
 
 

@@ -153,8 +153,7 @@ def evaluate_model(
     The model loads as ``ask`` loads it, after the data is checked: decoding follows the run
     (rule and ``inference`` section); ``batch_size``, ``max_length``, ``stride`` and
     ``no_answer_threshold`` override it (no batch size: the fastest here). ``passes``:
-    batches run at once (None: as many as the cores were shared among, else 1); a long
-    context is read as ``ask`` reads it (``question_reading``), every window with ``read_all``."""
+    batches at once (None: as the cores were shared, else 1); ``read_all``: see question_reading."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -168,10 +167,8 @@ def evaluate_model(
     options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold, tune_batch=True)
     options.update(quantized=quantized, warn_untrained_head=warn_untrained_head)
     loaded = load_for_answering(reference, **options)
-    started = time.perf_counter()
-    passes = shared_passes() if passes is None else passes
-    scoring = {"rule_mode": rule_mode, "passes": passes, "source": examples.source}
-    scoring["read_all"] = read_all
+    started, passes = time.perf_counter(), shared_passes() if passes is None else passes
+    scoring = dict(rule_mode=rule_mode, passes=passes, source=examples.source, read_all=read_all)
     result, windows = predict_and_score(loaded, examples.records, allow_no_answer, **scoring)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")

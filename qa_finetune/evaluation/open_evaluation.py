@@ -25,6 +25,7 @@ from qa_finetune.decoding.across_passages import (
 from qa_finetune.decoding.found_confidence import FoundConfidence
 from qa_finetune.evaluation.open_confidence_figures import open_confidence_figures
 from qa_finetune.evaluation.passage_readings import passage_readings
+from qa_finetune.evaluation.question_reading import predict_and_score
 from qa_finetune.modeling.scoring import references, score
 from qa_finetune.retrieval.passage_index import PassageIndex
 from qa_finetune.retrieval.retriever import Hit
@@ -192,7 +193,6 @@ def evaluate_open(
     side by side, the headline one's at the top level. ``loading``: ``load_for_answering``'s."""
     from qa_finetune.evaluation import evaluate as plain
     from qa_finetune.evaluation import open_retrievers as side
-    from qa_finetune.evaluation.question_reading import predict_and_score
     from qa_finetune.evaluation.results import finish, write_predictions
     from qa_finetune.files import write_json
     from qa_finetune.modeling.for_answering import load_for_answering

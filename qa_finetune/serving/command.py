@@ -143,7 +143,6 @@ def build_app(
     (a document index opened by the caller) or the one ``settings.index`` names."""
     from qa_finetune.modeling.cpu_threads import default_passes, share_cores
     from qa_finetune.modeling.reference import resolve_model_dir
-    from qa_finetune.retrieval.long_contexts import LongContexts
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.open_answering import open_index
     from qa_finetune.serving.service import AnswerService
@@ -152,7 +151,6 @@ def build_app(
     threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
     answerer = load_answerer(reference, backend, settings.max_batch, quantized)
     answerer.answer_below(settings.min_confidence)
-    answerer.long_contexts = LongContexts(read_all=settings.read_all)
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
     shown = (settings.max_batch, passes, threads, "" if threads == 1 else "s")
     log.info("serving with --max-batch %d, --passes %d (%d thread%s each)", *shown)
@@ -227,8 +225,7 @@ def serve(
         retriever=retriever,
         read_all=read_all,
     )
-    _check_limits(settings, workers, max_connections)
-    _check_backend(backend)
+    _check_limits(settings, workers, max_connections, backend)
     _check_port(host, port)
     opened = _check_inputs(reference, backend, quantized, settings)
     options = uvicorn_options(host, port, read_timeout, max_connections)
@@ -238,7 +235,7 @@ def serve(
     _run_until_stopped(build_app(reference, backend, settings, quantized, opened), options)
 
 
-def _check_limits(settings: Any, workers: int, max_connections: int) -> None:
+def _check_limits(settings: Any, workers: int, max_connections: int, backend: str) -> None:
     from qa_finetune.serving.service import check_settings
 
     try:
@@ -248,6 +245,7 @@ def _check_limits(settings: Any, workers: int, max_connections: int) -> None:
     for flag, value in (("--workers", workers), ("--max-connections", max_connections)):
         if value < 1:
             raise ServeError(f"{flag} must be at least 1, got {value}")
+    _check_backend(backend)
 
 
 def _check_inputs(reference: str, backend: str, quantized: bool, settings: Any) -> Any:

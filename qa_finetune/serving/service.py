@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
@@ -154,6 +154,8 @@ class AnswerService:
     ) -> None:
         self.answerer = answerer
         self.settings = settings
+        # A long context is read as its best passages, unless every window is asked for.
+        answerer.long_contexts = replace(answerer.long_contexts, read_all=settings.read_all)
         self.retriever = retriever
         # Questions without a context read the passages this finds.
         self.collection = CollectionReader(answerer, retriever) if retriever is not None else None
