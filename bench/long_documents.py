@@ -56,8 +56,8 @@ def reading(way: str) -> LongContexts | None:
 
 
 def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict[str, Any]:
-    """Scores, passage recall and windows read for one way of reading."""
-    from qa_finetune.inference.answerer import in_original
+    """Scores, passage recall and windows read for one way of reading, as ``ask`` reads."""
+    from qa_finetune.inference.passage_choice import answers_of, reading_of
 
     setting = reading(way)
     answerer.long_contexts = setting or LongContexts(read_all=True)
@@ -67,14 +67,12 @@ def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict
     for first in range(0, len(questions), CHUNK):
         chunk = questions[first : first + CHUNK]
         pairs = [(q["question"], _paragraph(q) if setting is None else q["context"]) for q in chunk]
-        narrowed = [answerer.long_contexts.narrow(q, c) for q, c in pairs]
-        read = [n.text if n else c for n, (_, c) in zip(narrowed, pairs, strict=True)]
-        found = answerer.windows([q for q, _ in pairs], read)
-        windows += len(found.encoding["input_ids"])
-        start, end = answerer.predict_windows(found.encoding)
-        answers = answerer.decode(found, read, start, end)
-        for record, pair, n, ranked in zip(chunk, pairs, narrowed, answers, strict=True):
-            best = in_original(n, ranked)[0]
+        read = reading_of(answerer, pairs)
+        windows += len(read.windows.encoding["input_ids"])
+        start, end = answerer.predict_windows(read.windows.encoding)
+        answers = answers_of(answerer, read, start, end)
+        for record, pair, n, ranked in zip(chunk, pairs, read.narrowed, answers, strict=True):
+            best = ranked[0]
             assert pair[1][best["start"] : best["end"]] == best["answer"], record["id"]
             predictions[record["id"]] = best["answer"]
             held += _holds_answer(record, n) if setting is not None else 1

@@ -43,17 +43,19 @@ def document(separator: str = "\n\n", at: int = 17, count: int = 30) -> str:
 
 def check_exact(narrowed: Narrowed) -> None:
     """Every passage read is the original text at its original offsets."""
-    pieces = zip(narrowed.read_starts, narrowed.original_starts, narrowed.lengths, strict=True)
-    for read, original, length in pieces:
-        assert (
-            narrowed.text[read : read + length] == narrowed.original[original : original + length]
-        )
+    pieces = zip(narrowed.original_starts, narrowed.lengths, narrowed.passage_texts(), strict=True)
+    for start, length, text in pieces:
+        assert text == narrowed.original[start : start + length]
+        assert text == text.strip() and text
 
 
 def answer_back(narrowed: Narrowed, answer: str) -> tuple[int, int]:
-    """The offsets in the original of ``answer`` found in the text read."""
-    start = narrowed.text.index(answer)
-    return narrowed.to_original(start, start + len(answer))
+    """The offsets in the original of ``answer`` found in a passage read, as an answer read
+    there is placed (its passage's start plus its offset in the passage)."""
+    for start, text in zip(narrowed.original_starts, narrowed.passage_texts(), strict=True):
+        if answer in text:
+            return start + text.index(answer), start + text.index(answer) + len(answer)
+    raise AssertionError(f"{answer!r} is in no passage read")
 
 
 def test_the_ranking_reads_the_passage_that_holds_the_answer() -> None:
@@ -61,7 +63,7 @@ def test_the_ranking_reads_the_passage_that_holds_the_answer() -> None:
     narrowed = SMALL.narrow(QUESTION, text)
     assert narrowed is not None
     assert (narrowed.passages_read, narrowed.passages_total) == (1, 31)
-    assert narrowed.text == ANSWER
+    assert narrowed.passage_texts() == [ANSWER]
     start, end = answer_back(narrowed, "Alma Stroud")
     assert text[start:end] == "Alma Stroud"
     assert start == text.index("Alma Stroud")
@@ -131,15 +133,6 @@ def test_short_contexts_no_shared_term_and_read_all_read_everything() -> None:
     assert SMALL.narrow("Why zebras?", document()) is None  # nothing to rank by
     everything = LongContexts(threshold_words=30, top_passages=1, read_all=True)
     assert everything.narrow(QUESTION, document()) is None
-
-
-def test_a_span_running_over_the_blank_line_ends_with_its_passage() -> None:
-    text = "one two three\n\nfour five six\n\nseven eight nine"
-    narrowed = Narrowed.of(text, [(0, 13), (30, 46)], 3)
-    assert narrowed.text == "one two three\n\nseven eight nine"
-    assert narrowed.to_original(4, 20) == (4, 13)  # "two three\n\nseven" -> "two three"
-    assert narrowed.to_original(21, 26) == (36, 41)
-    assert text[36:41] == "eight"
 
 
 class PeakModel:
@@ -222,3 +215,29 @@ def test_read_all_with_an_index_is_refused(tmp_path: Path) -> None:
         "error: --read-all reads every window of a context given with the question; with "
         "--index the passages found are read (--top-passages): drop one of them"
     ]
+
+
+def test_evaluate_reads_a_long_context_s_passages_and_scores_the_whole(
+    tiny_model_dir: Path,
+) -> None:
+    from qa_finetune.evaluation.question_reading import predict_and_score
+    from qa_finetune.modeling.for_answering import load_for_answering
+
+    text = document(count=50)  # about 1,400 words: over the threshold
+    record = {
+        "id": "q1",
+        "title": "Valley",
+        "question": QUESTION,
+        "context": text,
+        "answers": {"text": ["Alma Stroud"], "answer_start": [text.index("Alma Stroud")]},
+    }
+    loaded = load_for_answering(str(tiny_model_dir), max_length=64, stride=16)
+    result, windows = predict_and_score(loaded, [record], allow_no_answer=False)
+    predictions = result["predictions"]
+    assert result["long_contexts_narrowed"] == 1 and result["total"] == 1
+    assert list(predictions.answers) == ["q1"]  # the passages' own entries are gone
+    for candidate in predictions.nbest["q1"]:
+        assert text[candidate["start"] : candidate["end"]] == candidate["text"]
+    assert predictions.answers["q1"] == predictions.nbest["q1"][0]["text"]
+    whole, every = predict_and_score(loaded, [record], allow_no_answer=False, read_all=True)
+    assert "long_contexts_narrowed" not in whole and every > 2 * windows  # 44 against 18

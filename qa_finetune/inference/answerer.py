@@ -34,9 +34,10 @@ from qa_finetune.features.windows import (
     model_max_length,
 )
 from qa_finetune.inference.inputs import checked_pairs
+from qa_finetune.inference.passage_choice import answers_of, reading_of
 from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.predict import predict_features
-from qa_finetune.retrieval.long_contexts import LongContexts, Narrowed
+from qa_finetune.retrieval.long_contexts import LongContexts
 
 # --------------------------------------------------------------------------------------------
 # Answering questions
@@ -133,12 +134,10 @@ class QuestionAnswerer:
         checked = checked_pairs(pairs)
         if not checked:
             return []
-        narrowed = [self.long_contexts.narrow(q, c) for q, c in checked]
-        contexts = [n.text if n else c for n, (_, c) in zip(narrowed, checked, strict=True)]
-        windows = self.windows([q for q, _ in checked], contexts)
-        start, end = self.predict_windows(windows.encoding)
-        answers = self.decode(windows, contexts, start, end, top_k, allow_no_answer)
-        return [in_original(n, ranked) for n, ranked in zip(narrowed, answers, strict=True)]
+        # A long context's best passages are read, each as a pair of its own.
+        reading = reading_of(self, checked)
+        start, end = self.predict_windows(reading.windows.encoding)
+        return answers_of(self, reading, start, end, top_k, allow_no_answer)
 
     def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
         """Step 1: the strided windows of checked (question, context) pairs; a question too
@@ -264,11 +263,6 @@ def _watching(
         step(windows)
 
     return both
-
-
-def in_original(narrowed: Narrowed | None, ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Answers read in a long context's passages (``narrowed``), placed in its whole text."""
-    return ranked if narrowed is None else [narrowed.answer_in_original(a) for a in ranked]
 
 
 def get_answer(tokenizer: Any, model: Any, question: str, context: str) -> str:

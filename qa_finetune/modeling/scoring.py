@@ -103,7 +103,7 @@ def with_runner_up(
     return {"calibration": dataclasses.replace(calibration, runner_up=runner_up).to_dict()}
 
 
-def _v2_choices(
+def v2_choices(
     predictions: Any, gold: Mapping[str, list[str]], rule_mode: str, source: str
 ) -> dict[str, Any]:
     """The best threshold here, the answerability figures, and the rule and calibration
@@ -213,7 +213,7 @@ def evaluate_loaded(
     gold = references(examples)
     result = score(predictions.answers, gold, allow_no_answer, null_diff)
     if allow_no_answer:
-        result.update(_v2_choices(predictions, gold, rule_mode, source))
+        result.update(v2_choices(predictions, gold, rule_mode, source))
     loss = qa_loss(start, end, features)
     if loss is not None:
         result["eval_loss"] = loss

@@ -6,21 +6,20 @@ ACL 2018). On the long-document check (``bench/long_documents.py``: SQuAD v1.1 d
 asked of their whole article) the shipped run scored F1 54.6 reading every window. So a
 context of more than ``threshold_words`` words is cut into passages as ``index`` cuts
 documents (``retrieval.passages``), the passages are ranked for the question with BM25
-(``retrieval.passage_ranking``), and only the ``top_passages`` best are read: joined in their
-order in the document, with a blank line between them, as one shorter context. Answers,
-their no-answer decision and their confidence all come from that reading; their offsets are
-moved back so that ``context[start:end] == answer`` in the text the user gave. A context of
-at most ``threshold_words`` words (every SQuAD paragraph) is read whole, exactly as before, and
-so is a long one when no passage shares a term with the question (nothing to rank by).
+(``retrieval.passage_ranking``), and only the ``top_passages`` best are read: in their
+order in the document, each as a context of its own, and the answer is chosen across them
+(``decoding.long_context_choice``). Answers, their no-answer decision and their confidence
+all come from that reading; their offsets are moved back so that ``context[start:end] ==
+answer`` in the text the user gave. A context of at most ``threshold_words`` words (every
+SQuAD paragraph) is read whole, exactly as before, and so is a long one when no passage
+shares a term with the question (nothing to rank by).
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from qa_finetune.retrieval.passage_ranking import rank_passages
 from qa_finetune.retrieval.passages import DEFAULT_MAX_WORDS, split_passages
@@ -56,8 +55,9 @@ class LongContexts:
         ranked = rank_passages(question, [context[s:e] for s, e in spans])
         if ranked[0][1] <= 0:
             return None  # no passage shares a term with the question: nothing to choose by
-        chosen = sorted(number for number, _ in ranked[: self.top_passages])
-        return Narrowed.of(context, [spans[i] for i in chosen], len(spans))
+        chosen = sorted(ranked[: self.top_passages])  # in their order in the document
+        spans_read = [spans[number] for number, _ in chosen]
+        return Narrowed.of(context, spans_read, len(spans), [score for _, score in chosen])
 
 
 def _longer_than(text: str, words: int) -> bool:
@@ -67,66 +67,36 @@ def _longer_than(text: str, words: int) -> bool:
 
 @dataclass(frozen=True)
 class Narrowed:
-    """The passages read of one long context, joined, and how to go back to the original."""
+    """The passages of one long context chosen to be read, and their BM25 scores."""
 
     original: str
-    text: str
-    # Where each passage starts in ``text`` and in ``original``, and its length.
-    read_starts: tuple[int, ...]
-    original_starts: tuple[int, ...]
+    original_starts: tuple[int, ...]  # in document order
     lengths: tuple[int, ...]
     passages_total: int
+    scores: tuple[float, ...]  # each passage's BM25 score for the question
 
     @classmethod
-    def of(cls, original: str, spans: Sequence[tuple[int, int]], total: int) -> Narrowed:
-        """The passages ``spans`` (in document order) of ``original`` joined to be read."""
-        read_starts, position = [], 0
-        for start, end in spans:
-            read_starts.append(position)
-            position += end - start + len(JOINER)
-        text = JOINER.join(original[start:end] for start, end in spans)
+    def of(
+        cls,
+        original: str,
+        spans: Sequence[tuple[int, int]],
+        total: int,
+        scores: Sequence[float] = (),
+    ) -> Narrowed:
+        """The passages ``spans`` (``(start, end)``, in document order) of ``original``."""
         return cls(
             original,
-            text,
-            tuple(read_starts),
             tuple(start for start, _ in spans),
             tuple(end - start for start, end in spans),
             total,
+            tuple(scores) or (0.0,) * len(spans),
         )
 
     @property
     def passages_read(self) -> int:
-        return len(self.read_starts)
+        return len(self.original_starts)
 
-    def to_original(self, start: int, end: int) -> tuple[int, int]:
-        """A span of ``text`` as a span of ``original``; a span running past its passage
-        (over the blank line into the next passage read) ends where its passage ends."""
-        piece = max(bisect.bisect_right(self.read_starts, start) - 1, 0)
-        inside = min(start - self.read_starts[piece], self.lengths[piece])
-        stop = min(max(end - self.read_starts[piece], inside), self.lengths[piece])
-        base = self.original_starts[piece]
-        return base + inside, base + stop
-
-    def to_read(self, start: int, end: int) -> tuple[int, int] | None:
-        """A span of ``original`` as a span of ``text``; None unless it lies in one passage
-        read (a gold answer outside them cannot be found)."""
-        for read, first, length in zip(
-            self.read_starts, self.original_starts, self.lengths, strict=True
-        ):
-            if first <= start and end <= first + length:
-                return read + start - first, read + end - first
-        return None
-
-    def answer_in_original(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """An answer (``answer``, ``start``, ``end``) read in ``text``, placed in ``original``
-        (a "not sure" answer's ``best_candidate`` too); "no answer" (empty, at 0-0) stays."""
-        placed = self._placed(answer)
-        if isinstance(answer.get("best_candidate"), dict):
-            placed["best_candidate"] = self._placed(answer["best_candidate"])
-        return placed
-
-    def _placed(self, answer: dict[str, Any]) -> dict[str, Any]:
-        if not answer.get("answer"):
-            return dict(answer)
-        start, end = self.to_original(int(answer["start"]), int(answer["end"]))
-        return {**answer, "answer": self.original[start:end], "start": start, "end": end}
+    def passage_texts(self) -> list[str]:
+        """The passages read, each as it is in the original text."""
+        pieces = zip(self.original_starts, self.lengths, strict=True)
+        return [self.original[start : start + length] for start, length in pieces]

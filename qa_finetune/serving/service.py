@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.inference.answerer import QuestionAnswerer, in_original
+from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.inference.passage_choice import Reading, answers_of, reading_of
 from qa_finetune.modeling.cpu_threads import MAX_PASSES
 from qa_finetune.retrieval.retriever import Retriever
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
@@ -119,13 +120,11 @@ class QueueFull(QAFinetuneError):
 class Windowed:
     """One (question, context) pair cut into windows, not yet queued."""
 
-    windows: Any  # features.windows.Windows
-    context: str  # the text read: the context, or the passages read of a long one
-    narrowed: Any = None  # retrieval.long_contexts.Narrowed: how to go back to the context
+    reading: Reading  # its windows: of the context, or of the passages read of a long one
 
     @property
     def size(self) -> int:
-        return len(self.windows.encoding["input_ids"])
+        return len(self.reading.windows.encoding["input_ids"])
 
 
 class Admission:
@@ -231,9 +230,7 @@ class AnswerService:
     def window(self, question: str, context: str) -> Windowed:
         """The pair's windows (of a long context, its passages that best match the question:
         ``retrieval.long_contexts``); a question too long for them raises ``InferenceError``."""
-        narrowed = self.answerer.long_contexts.narrow(question, context)
-        read = context if narrowed is None else narrowed.text
-        return Windowed(self.answerer.windows([question], [read]), read, narrowed)
+        return Windowed(reading_of(self.answerer, [(question, context)]))
 
     def window_all(
         self, pairs: list[tuple[str, str | None]], top_passages: Sequence[int | None] = ()
@@ -281,11 +278,10 @@ class AnswerService:
         if isinstance(windowed, OpenWindowed):
             assert self.collection is not None  # only window_all makes them, with an index
             return self.collection.queue(self.batcher, windowed, top_k, allow_no_answer)
-        windows, context = windowed.windows, windowed.context
+        reading, windows = windowed.reading, windowed.reading.windows
 
         def decode(start: Any, end: Any) -> list[dict[str, Any]]:
-            read = self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)
-            return in_original(windowed.narrowed, read[0])
+            return answers_of(self.answerer, reading, start, end, top_k, allow_no_answer)[0]
 
         return self.batcher.submit(windows.encoding, windows.offsets.shape[1], decode)
 
