@@ -2,16 +2,17 @@
 
     PYTHONPATH=$PWD .venv/bin/python bench/long_documents.py ../shared/data/squad-v1.1-dev.json \\
         --model ../shared/models/minilm-31k --questions 300 --seed 0 \\
-        --read read-all --read paragraph --read bm25:1 --read bm25:3 --read bm25:5 \\
-        --output bench/results/long_documents.json
+        --read bm25:3 --read paragraph --read passages:5 --output /tmp/long-documents.json
 
 Each question's article is its paragraphs joined by a blank line, answer offsets moved and
 checked (``data.whole_documents``); ``--questions`` of them are drawn (seeded). Each
 ``--read`` answers them all one way: ``read-all`` (every window of the article, as before
-long contexts were narrowed), ``paragraph`` (the question's own paragraph: the ceiling), or
-``bm25:K`` (the K best passages of the article by BM25, ``retrieval.long_contexts``; with
-``@W`` appended, only articles over W words are narrowed). Prints and writes EM/F1, how often
-a read passage held a gold answer, the windows read per question, and the seconds; every
+long contexts were narrowed), ``paragraph`` (the question's own paragraph: the ceiling),
+``bm25:K`` (the K best passages of the article by BM25, read as ``ask`` reads them,
+``retrieval.long_contexts``; with ``@W`` appended, only articles over W words are narrowed),
+or ``passages:K`` (the K best passages read once, the answer chosen across the first 1..K
+with each weight of ``WEIGHTS``: a grid from one reading). Prints and writes EM/F1, how often
+a passage read held a gold answer, the windows read per question, and the seconds; every
 answer's offsets are checked against the whole article.
 """
 
@@ -163,7 +164,9 @@ def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> 
 
 
 def _holds_in(question: dict[str, Any], passages: list[Any]) -> bool:
-    answers = zip(question["answers"]["answer_start"], question["answers"]["text"], strict=True)
+    answers = list(
+        zip(question["answers"]["answer_start"], question["answers"]["text"], strict=True)
+    )
     return any(p.start <= a and a + len(t) <= p.end for p in passages for a, t in answers)
 
 

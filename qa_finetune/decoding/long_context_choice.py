@@ -26,7 +26,7 @@ from qa_finetune.decoding.spans import Predictions
 
 # The weight of a passage's BM25 score against the reader's margin, in logits per point,
 # chosen on the long-document check (bench/reports/long-documents.md).
-RETRIEVAL_WEIGHT = 1.0
+RETRIEVAL_WEIGHT = 2.0
 
 
 def answers_across_passages(
