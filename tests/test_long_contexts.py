@@ -241,3 +241,48 @@ def test_evaluate_reads_a_long_context_s_passages_and_scores_the_whole(
     assert predictions.answers["q1"] == predictions.nbest["q1"][0]["text"]
     whole, every = predict_and_score(loaded, [record], allow_no_answer=False, read_all=True)
     assert "long_contexts_narrowed" not in whole and every > 2 * windows  # 44 against 18
+
+
+def _two_passages(no_answer: tuple[float, float]) -> Any:
+    from qa_finetune.decoding.spans import Predictions
+
+    # Passage 0's span leads its "no answer" by 1 logit, passage 1's by 6.
+    return Predictions(
+        nbest={
+            "0": [{"text": "Alma", "start": 0, "end": 4, "score": 5.0}],
+            "1": [{"text": "Bo", "start": 2, "end": 4, "score": 9.0}],
+        },
+        null_score_diff={"0": -1.0, "1": -6.0},
+        no_answer_score=dict(zip("01", no_answer, strict=True)),
+    )
+
+
+def test_the_answer_is_chosen_across_passages_by_margin_and_bm25() -> None:
+    from qa_finetune.decoding.long_context_choice import answers_across_passages
+
+    text = "xx Alma yy, a Bo."
+    starts = (3, 12)  # "Alma yy," and "a Bo."
+    predictions = _two_passages((-1.0, -6.0))
+    # Equal retrieval: passage 1 (margin 6) wins; 3 BM25 points ahead, passage 0 does (1 + 2 x 3).
+    for scores, expected in (((0.0, 0.0), (14, 16)), ((3.0, 0.0), (3, 7))):
+        ranked, chosen = answers_across_passages(
+            predictions, ["0", "1"], text, starts, scores, 0.0, False, top_k=2
+        )
+        assert (ranked[0]["start"], ranked[0]["end"]) == expected
+        assert [a["answer"] for a in ranked] == [text[a["start"] : a["end"]] for a in ranked]
+        assert {a["answer"] for a in ranked} == {"Alma", "Bo"}
+        assert len(chosen) == 2 and sum(a["score"] for a in ranked) == pytest.approx(1.0)
+
+
+def test_no_answer_when_the_rule_abstains_in_every_passage() -> None:
+    from qa_finetune.decoding.long_context_choice import answers_across_passages
+
+    predictions = _two_passages((2.0, 3.0))  # both over the threshold 0
+    ranked, chosen = answers_across_passages(
+        predictions, ["0", "1"], "xx Alma yy, a Bo.", (3, 12), (1.0, 1.0), 0.0, True
+    )
+    assert (ranked, chosen) == ([{"answer": "", "score": 1.0, "start": 0, "end": 0}], [])
+    answered, _ = answers_across_passages(
+        predictions, ["0", "1"], "xx Alma yy, a Bo.", (3, 12), (1.0, 1.0), 0.0, False
+    )
+    assert answered[0]["answer"] == "Bo"  # without the rule both passages take part
