@@ -27,7 +27,6 @@ from qa_finetune.retrieval.passages import DEFAULT_MAX_WORDS, split_passages
 # Chosen on the long-document check (bench/reports/long-documents.md).
 DEFAULT_THRESHOLD_WORDS = 1000
 DEFAULT_TOP_PASSAGES = 3
-JOINER = "\n\n"
 _WORD = re.compile(r"\S+")
 
 
