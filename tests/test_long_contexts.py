@@ -286,3 +286,36 @@ def test_no_answer_when_the_rule_abstains_in_every_passage() -> None:
         predictions, ["0", "1"], "xx Alma yy, a Bo.", (3, 12), (1.0, 1.0), 0.0, False
     )
     assert answered[0]["answer"] == "Bo"  # without the rule both passages take part
+
+
+def test_serve_answers_a_long_context_as_ask_does_and_read_all_reads_every_window(
+    tiny_model_dir: Path,
+) -> None:
+    from qa_finetune.modeling.reference import load_tokenizer
+    from qa_finetune.serving.service import AnswerService, ServeSettings
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    model = PeakModel(tokenizer.convert_tokens_to_ids("zebra"))
+    paragraphs = [p.replace("wool", "zebra") for p in distractors(50)]
+    paragraphs.insert(17, ANSWER.replace("the engineer", "a zebra and"))
+    text = "\r\n\r\n".join(paragraphs)  # about 1,400 words: over the threshold
+    sizes = {}
+    for read_all in (False, True):
+        answerer = QuestionAnswerer(model, tokenizer, make_spec(tokenizer, 64, 16))
+        service = AnswerService(answerer, ServeSettings("tiny", max_wait_ms=0, read_all=read_all))
+        service.batcher.start()
+        try:
+            windowed = service.window(QUESTION, text)
+            sizes[read_all] = windowed.size
+            [best] = service.queue(windowed).result(60)
+        finally:
+            service.close()
+        assert text[best["start"] : best["end"]] == best["answer"] == "zebra"
+        if not read_all:  # from the passage that holds the answer, whose BM25 is the best
+            narrowed = LongContexts().narrow(QUESTION, text)
+            assert narrowed is not None
+            pieces = zip(narrowed.original_starts, narrowed.passage_texts(), strict=True)
+            [(first, passage)] = [(f, p) for f, p in pieces if "a zebra and" in p]
+            assert first <= best["start"] < first + len(passage)
+            assert best == answerer.answer(QUESTION, text)[0]
+    assert sizes == {False: 18, True: 44}  # windows of 64 tokens: 3 passages, every one
