@@ -319,3 +319,15 @@ def test_serve_answers_a_long_context_as_ask_does_and_read_all_reads_every_windo
             assert first <= best["start"] < first + len(passage)
             assert best == answerer.answer(QUESTION, text)[0]
     assert sizes == {False: 18, True: 44}  # windows of 64 tokens: 3 passages, every one
+
+
+def test_a_batch_line_over_the_cap_is_refused_with_an_index_too(tmp_path: Path) -> None:
+    batch = tmp_path / "q.jsonl"
+    batch.write_text('{"question": "Who?", "context": "' + "x" * 120 + '"}\n', encoding="utf-8")
+    before = batch.read_bytes()
+    code, errors = run(
+        ["ask", "--batch", batch, "--index", tmp_path / "none", "--max-context-chars", "100"]
+    )
+    assert code == 1
+    assert errors[0].startswith(f"error: {batch}:1: the context is 120 characters, over the limit")
+    assert batch.read_bytes() == before and sorted(tmp_path.iterdir()) == [batch]

@@ -135,9 +135,7 @@ def ask(
     if index is not None or top_passages is not None or retriever is not None:
         check_index_options(index, top_passages, context, context_file, retriever)
     _check_combination(question, context, context_file, batch, output, overwrite, read_all, index)
-    check_threshold(no_answer_threshold)
-    check_min_confidence(min_confidence)
-    check_passes(passes)
+    _check_numbers(no_answer_threshold, min_confidence, passes)
     settings = dict(quantized=quantized, max_length=max_length, stride=stride)
     settings["min_confidence"] = min_confidence
     settings.update(max_answer_length=max_answer_length, no_answer_threshold=no_answer_threshold)
@@ -146,7 +144,9 @@ def ask(
     load = partial(_reading, read_all, partial(load, **settings))
     if index is not None:
         passages = top_passages or DEFAULT_TOP_PASSAGES
-        asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json, retriever)
+        asked = IndexAsk(
+            index, passages, top_k, allow_no_answer, as_json, retriever, max_context_chars
+        )
         ask_from_index(question, asked, load, batch, output, overwrite, skip_errors)
         return
     if batch is not None:
@@ -161,6 +161,15 @@ def ask(
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
+
+
+def _check_numbers(
+    no_answer_threshold: float | None, min_confidence: float | None, passes: int | None
+) -> None:
+    """The threshold, minimum confidence and passes in range, one line for the first not."""
+    check_threshold(no_answer_threshold)
+    check_min_confidence(min_confidence)
+    check_passes(passes)
 
 
 def _check_combination(
