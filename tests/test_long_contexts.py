@@ -331,3 +331,17 @@ def test_a_batch_line_over_the_cap_is_refused_with_an_index_too(tmp_path: Path) 
     assert code == 1
     assert errors[0].startswith(f"error: {batch}:1: the context is 120 characters, over the limit")
     assert batch.read_bytes() == before and sorted(tmp_path.iterdir()) == [batch]
+
+
+def test_confidence_and_not_sure_come_from_the_passages_read(calibrated_tiny_run: Path) -> None:
+    answerer = QuestionAnswerer.load(str(calibrated_tiny_run))
+    answerer.long_contexts = SMALL
+    text = document()
+    [best] = answerer.answer(QUESTION, text, allow_no_answer=True)
+    assert 0.0 <= best["confidence"] <= 1.0
+    assert text[best["start"] : best["end"]] == best["answer"]
+    answerer.answer_below(1.0)  # nothing is that sure: "not sure", the candidate kept
+    [unsure] = answerer.answer(QUESTION, text)
+    assert unsure["not_sure"] and (unsure["answer"], unsure["start"], unsure["end"]) == ("", 0, 0)
+    kept = unsure["best_candidate"]
+    assert text[kept["start"] : kept["end"]] == kept["answer"] != ""

@@ -20,7 +20,7 @@ from qa_finetune.decoding.across_passages import (
     passage_share,
 )
 from qa_finetune.decoding.confidence import Calibration
-from qa_finetune.decoding.confident_answer import ranked_with
+from qa_finetune.decoding.confident_answer import ranked_with, with_confidence
 from qa_finetune.decoding.found_confidence import FoundConfidence
 from qa_finetune.decoding.spans import Predictions
 
@@ -71,7 +71,13 @@ def answers_across_passages(
         )
     chosen = choose_across_passages(readings, threshold, allow_no_answer, RETRIEVAL_WEIGHT)
     if not chosen:
-        return [{"answer": "", "score": 1.0, "start": 0, "end": 0}], chosen
+        nothing = [{"answer": "", "score": 1.0, "start": 0, "end": 0}]
+        if calibration is None:
+            return nothing, chosen
+        # "No answer" is judged in the passage search ranked first, as in a context alone.
+        first = keys[max(range(len(keys)), key=lambda i: (retrieval_scores[i], -i))]
+        signals = predictions.signals.get(first)
+        return with_confidence(nothing, signals, calibration, min_confidence), chosen
     ranked = []
     for reading, probability in chosen[:top_k]:
         start, end = starts[reading.passage] + reading.start, starts[reading.passage] + reading.end
