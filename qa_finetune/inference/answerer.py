@@ -116,6 +116,8 @@ class QuestionAnswerer:
         calibrated model adds the first answer's ``confidence`` (below the settings'
         ``min_confidence``: "not sure", ``decoding.confident_answer``).
 
+        A context of more than ``long_contexts.threshold_words`` words is read as its best
+        passages (``retrieval.long_contexts``); offsets still point into ``context``.
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
         candidates (and the "no answer" candidate with ``allow_no_answer``, returned
         as ``""`` at 0-0 and ranked first exactly when ``evaluate`` would answer "").
