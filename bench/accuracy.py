@@ -97,7 +97,7 @@ def timed(call: Callable[[], T]) -> tuple[float, T]:
 def decode_ours(answerer: QuestionAnswerer, records: Records) -> dict[str, str]:
     """Answers from ``evaluate_loaded``, with the evaluation features built as ``evaluate`` does."""
     from qa_finetune.data.loading import to_dataset
-    from qa_finetune.evaluation.evaluate import evaluation_features
+    from qa_finetune.evaluation.question_reading import evaluation_features
     from qa_finetune.modeling.scoring import evaluate_loaded
 
     examples = to_dataset(records)

@@ -41,7 +41,8 @@ MAX_LENGTH, STRIDE = 384, 128
 
 def build_features(path: Path, limit: int, tokenizer: Any) -> Any:
     from qa_finetune.data.loading import to_dataset
-    from qa_finetune.evaluation.evaluate import evaluation_features, load_examples
+    from qa_finetune.evaluation.evaluate import load_examples
+    from qa_finetune.evaluation.question_reading import evaluation_features
 
     examples = to_dataset(load_examples(str(path), None, max_samples=limit).records)
     return evaluation_features(examples, tokenizer, make_spec(tokenizer, MAX_LENGTH, STRIDE))

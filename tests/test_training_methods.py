@@ -26,9 +26,9 @@ def test_an_unknown_method_is_one_line_listing_the_known_ones() -> None:
     with pytest.raises(ConfigError) as raised:
         Config.from_dict({"train": {"method": "prune"}})
     assert str(raised.value) == (
-        "config key 'train.method': must be standard or distill, got 'prune'"
+        "config key 'train.method': must be standard, distill or shared_norm, got 'prune'"
     )
-    with pytest.raises(QAFinetuneError, match="choose one of standard, distill"):
+    with pytest.raises(QAFinetuneError, match="choose one of standard, distill, shared_norm"):
         method_class("prune")
 
 

@@ -21,35 +21,30 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-# Paragraphs are joined as a document's text would be: a blank line between them.
-SEPARATOR = "\n\n"
+from qa_finetune.data.whole_documents import join_documents
 
 
 def join_article(article: dict[str, Any]) -> dict[str, Any]:
-    """One paragraph holding the article's whole text and all its questions, offsets moved."""
-    context_parts: list[str] = []
-    questions: list[dict[str, Any]] = []
-    offset = 0
+    """One paragraph holding the article's whole text and all its questions, offsets moved:
+    the paragraphs joined as ``data.whole_documents`` joins a document's."""
+    title = article.get("title", "")
+    contexts = [{"title": title, "context": p["context"]} for p in article["paragraphs"]]
+    document = join_documents(contexts)[title]
+    questions = []
     for paragraph in article["paragraphs"]:
-        text = paragraph["context"]
+        shift = document.starts[paragraph["context"]]
         for qa in paragraph["qas"]:
             answers = [
-                {"text": a["text"], "answer_start": a["answer_start"] + offset}
+                {"text": a["text"], "answer_start": a["answer_start"] + shift}
                 for a in qa["answers"]
             ]
             questions.append({**qa, "answers": answers})
-        context_parts.append(text)
-        offset += len(text) + len(SEPARATOR)
-    context = SEPARATOR.join(context_parts)
     for qa in questions:
         for answer in qa["answers"]:
             start = answer["answer_start"]
-            if context[start : start + len(answer["text"])] != answer["text"]:
+            if document.text[start : start + len(answer["text"])] != answer["text"]:
                 raise ValueError(f"question {qa['id']}: the answer moved off its text")
-    return {
-        "title": article.get("title", ""),
-        "paragraphs": [{"context": context, "qas": questions}],
-    }
+    return {"title": title, "paragraphs": [{"context": document.text, "qas": questions}]}
 
 
 def keep_questions(articles: list[dict[str, Any]], count: int | None, seed: int) -> list[dict]:

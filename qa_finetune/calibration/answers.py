@@ -118,6 +118,25 @@ def answer_confidence_and_range(
     return float(confidence[0]), bool(outside[0])
 
 
+def long_context_confidence(
+    ranked: Sequence[dict[str, Any]],
+    chosen: Sequence[tuple[PassageReading, float]],
+    first_signals: Mapping[str, float] | None,
+    retrieval_scores: Sequence[float],
+    calibration: Calibration,
+    min_confidence: float | None = None,
+) -> list[dict[str, Any]]:
+    """The answers of a long context read as its best passages
+    (``decoding.long_context_choice``) with their confidence: the first answer's confidence in
+    its passage (a calibration fitted for a search over a collection does not apply to the
+    passages of one document); "no answer" (nothing ``chosen``) judged by the signals of the
+    passage the search ranked first, ``first_signals``, as in a context alone."""
+    if not chosen:
+        return with_confidence(ranked, first_signals, calibration, min_confidence)
+    given = FoundConfidence.of(calibration, chosen, list(retrieval_scores), None)
+    return ranked_with(ranked, given.confidence, min_confidence, outside=given.outside)
+
+
 @dataclass(frozen=True)
 class FoundConfidence:
     """The confidence of an answer found by search, and what it was made from."""

@@ -31,6 +31,7 @@ from qa_finetune.cli.options import (
     NoAnswerThresholdOption,
     OutputDirOption,
     QuantizedOption,
+    ReadAllOption,
     StrideOption,
     check_min_confidence,
     check_passes,
@@ -40,6 +41,7 @@ from qa_finetune.cli.options import (
 )
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.inference.inputs import DEFAULT_MAX_CONTEXT_CHARS, check_context_length
 
 QuestionArgument = Annotated[str | None, typer.Argument(help="The question.")]
 ContextOption = Annotated[str | None, typer.Option("--context", help="Context text.")]
@@ -86,6 +88,16 @@ AskPassesOption = Annotated[
         "--batch, 2 where there are 2 cores or more, else 1; one question: 1).",
     ),
 ]
+MaxContextCharsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-context-chars",
+        min=1,
+        help="Longest context accepted, in characters (a line of --batch too).",
+    ),
+]
+# Work of this many windows or more shows a progress line (windows read / total) on stderr.
+PROGRESS_FROM_WINDOWS = 64
 
 
 @friendly_errors
@@ -114,45 +126,56 @@ def ask(
     passes: AskPassesOption = None,
     min_confidence: MinConfidenceOption = None,
     retriever: RetrieverOption = None,
+    read_all: ReadAllOption = False,
+    max_context_chars: MaxContextCharsOption = DEFAULT_MAX_CONTEXT_CHARS,
 ) -> None:
     """Answer a question from a context of any length, or from indexed documents (--index)."""
     show_library_logs()
     # The input is read and checked before the model loads, so a mistake fails at once.
     if index is not None or top_passages is not None or retriever is not None:
         check_index_options(index, top_passages, context, context_file, retriever)
-    _check_combination(question, context, context_file, batch, output, overwrite)
+    _check_combination(question, context, context_file, batch, output, overwrite, read_all, index)
+    _check_numbers(no_answer_threshold, min_confidence, passes)
     _check_no_answer(no_answer_threshold, allow_no_answer)
-    check_min_confidence(min_confidence)
-    check_passes(passes)
     settings = dict(quantized=quantized, max_length=max_length, stride=stride)
     settings["min_confidence"] = min_confidence
     settings.update(max_answer_length=max_answer_length, no_answer_threshold=no_answer_threshold)
     settings["warn_untrained_head"] = not allow_untrained_head
     load = partial(_share_then_load, (batch is not None, passes), model, output_dir, backend)
-    load = partial(load, **settings)
+    load = partial(_reading, read_all, partial(load, **settings))
     if index is not None:
         passages = top_passages or DEFAULT_TOP_PASSAGES
-        asked = IndexAsk(index, passages, top_k, allow_no_answer, as_json, retriever)
+        asked = IndexAsk(
+            index, passages, top_k, allow_no_answer, as_json, retriever, max_context_chars
+        )
         ask_from_index(question, asked, load, batch, output, overwrite, skip_errors)
         return
     if batch is not None:
-        parsed = read_batch(batch, skip_errors, output, overwrite)
+        parsed = read_batch(batch, skip_errors, output, overwrite, False, max_context_chars)
         # Many questions: the batch size measured fastest here, unless the run sets one.
         answerer = load(tune_batch=True)
         settings = {"top_k": top_k, "allow_no_answer": allow_no_answer}
         answer_batch(answerer, batch, output, parsed, skip_errors, **settings)
         return
-    text = _read_pair(question, context, context_file)
+    text = _read_pair(question, context, context_file, max_context_chars)
     answerer = load(tune_batch=False)
     assert question is not None  # checked above
     answers = answerer.answer(question, text, top_k=top_k, allow_no_answer=allow_no_answer)
     _print_answers(answers, top_k, as_json)
 
 
+def _check_numbers(
+    no_answer_threshold: float | None, min_confidence: float | None, passes: int | None
+) -> None:
+    """The threshold, minimum confidence and passes in range, one line for the first not."""
+    check_threshold(no_answer_threshold)
+    check_min_confidence(min_confidence)
+    check_passes(passes)
+
+
 def _check_no_answer(threshold: float | None, allow_no_answer: bool) -> None:
-    """A finite ``--no-answer-threshold``, and only with ``--allow-no-answer`` (which alone
-    lets it abstain: without it the threshold would be ignored)."""
-    check_threshold(threshold)
+    """``--no-answer-threshold`` only with ``--allow-no-answer`` (which alone lets it abstain:
+    without it the threshold would be ignored)."""
     if threshold is not None and not allow_no_answer:
         raise QAFinetuneError(
             "--no-answer-threshold applies only with --allow-no-answer (without it every "
@@ -167,8 +190,15 @@ def _check_combination(
     batch: Path | None,
     output: Path | None,
     overwrite: bool = False,
+    read_all: bool = False,
+    index: Path | None = None,
 ) -> None:
     """Refuse options that the chosen mode would ignore, rather than drop them silently."""
+    if read_all and index is not None:
+        raise QAFinetuneError(
+            "--read-all reads every window of a context given with the question; with --index "
+            "the passages found are read (--top-passages): drop one of them"
+        )
     if batch is None:
         if output is not None or overwrite:
             flag = "--output" if output is not None else "--overwrite"
@@ -196,6 +226,20 @@ def _check_combination(
         )
 
 
+def _reading(read_all: bool, load: Any, **kwargs: Any) -> Any:
+    """The loaded answerer, reading long contexts as asked, with a progress line for long
+    work (on stderr: stdout keeps only the answers)."""
+    from qa_finetune.cli.progress_line import ProgressLine
+    from qa_finetune.retrieval.long_contexts import LongContexts
+
+    answerer = load(**kwargs)
+    answerer.long_contexts = LongContexts(read_all=read_all)
+    answerer.progress = lambda total: (
+        ProgressLine("windows read", total) if total >= PROGRESS_FROM_WINDOWS else None
+    )
+    return answerer
+
+
 def _share_then_load(sharing: tuple[bool, int | None], *args: Any, **kwargs: Any) -> Any:
     """Load the answerer once the input is checked, the cores shared out just before."""
     _share_cores(*sharing)
@@ -210,14 +254,17 @@ def _share_cores(many: bool, passes: int | None) -> None:
         share_cores_among(passes)
 
 
-def _read_pair(question: str | None, context: str | None, context_file: Path | None) -> str:
-    """The context of one question, both checked."""
+def _read_pair(
+    question: str | None, context: str | None, context_file: Path | None, max_chars: int
+) -> str:
+    """The context of one question, both checked (the context at most ``max_chars`` long)."""
     from qa_finetune.inference.inputs import check_pair
 
     if question is None:
         raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --context TEXT')
     text = read_context(context, context_file)
     check_pair(question, text)
+    check_context_length(text, max_chars)
     return text
 
 

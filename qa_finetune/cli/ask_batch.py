@@ -20,12 +20,16 @@ def read_batch(
     output: Path | None,
     overwrite: bool,
     context_optional: bool = False,
+    max_context_chars: int | None = None,
 ) -> tuple[list[Any], int]:
     """Every line of the batch file, read and checked, and ``--output`` checked; an error
-    when all lines were skipped. ``context_optional``: lines may omit the context."""
+    when all lines were skipped. ``context_optional``: lines may omit the context;
+    ``max_context_chars``: the longest context (None: the default limit)."""
     from qa_finetune.inference.batch_files import read_batch_file
+    from qa_finetune.inference.inputs import DEFAULT_MAX_CONTEXT_CHARS
 
-    parsed = read_batch_file(batch, skip_errors, context_optional)
+    limit = DEFAULT_MAX_CONTEXT_CHARS if max_context_chars is None else max_context_chars
+    parsed = read_batch_file(batch, skip_errors, context_optional, limit)
     if not parsed[0] and not parsed[1]:
         raise QAFinetuneError(
             f"{batch} holds no questions (it is empty or blank): give one JSON object "

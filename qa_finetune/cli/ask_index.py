@@ -82,6 +82,7 @@ class IndexAsk:
     allow_no_answer: bool
     as_json: bool
     retriever: str | None = None  # None: hybrid when the index holds embeddings, else bm25
+    max_context_chars: int | None = None  # the longest context of a --batch line (None: default)
 
 
 def check_index_options(
@@ -131,7 +132,8 @@ def ask_from_index(
 
     parsed = None
     if batch is not None:
-        parsed = read_batch(batch, skip_errors, output, overwrite, context_optional=True)
+        limit = asked.max_context_chars
+        parsed = read_batch(batch, skip_errors, output, overwrite, True, limit)
     elif question is None:
         raise QAFinetuneError('no question: qa-finetune ask "QUESTION" --index INDEX')
     else:

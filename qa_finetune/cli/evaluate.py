@@ -20,6 +20,7 @@ from qa_finetune.cli.options import (
     PassesOption,
     QuantizedOption,
     QuestionNegativesOption,
+    ReadAllOption,
     StrideOption,
     check_min_confidence,
     check_passes,
@@ -128,22 +129,21 @@ def evaluate(
     output_dir: OldOutputDirOption = None,
     version_2: OldAllowNoAnswerOption = False,
     min_confidence: MinConfidenceOption = None,
+    read_all: ReadAllOption = False,
 ) -> None:
     """Official SQuAD EM/F1 of a model (or of a predictions file) and a readable report."""
     show_library_logs()
     allow_no_answer = _former_flags(output_dir, version_2) or allow_no_answer
-    check_threshold(no_answer_threshold)
-    check_passes(passes)
+    _check_numbers(no_answer_threshold, passes, min_confidence)
     _check_data(data, dataset, question_negatives, allow_no_answer, open_book, top_passages)
-    check_min_confidence(min_confidence)
     _check_search(retriever, encoder, open_book)
     where = {"data": data, "dataset": dataset, "split": split, "report_dir": report_dir}
     if predictions is not None:
-        model_flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
-        model_flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
-        model_flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
-        model_flags.update(passes=passes, question_negatives=question_negatives or None)
-        _check_predictions_alone(**model_flags, min_confidence=min_confidence)
+        flags = dict(model=model, quantized=quantized or None, batch_size=batch_size)
+        flags.update(max_length=max_length, stride=stride, max_samples=max_samples)
+        flags.update(no_answer_threshold=no_answer_threshold, open=open_book or None)
+        flags.update(passes=passes, question_negatives=question_negatives or None)
+        _check_predictions_alone(**flags, min_confidence=min_confidence, read_all=read_all or None)
         from qa_finetune.evaluation.evaluate import evaluate_predictions
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
@@ -160,9 +160,18 @@ def evaluate(
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
 
-    settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples)
+    settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples, read_all=read_all)
     settings.update(question_negatives=question_negatives, min_confidence=min_confidence)
     evaluate_model(model, **where, **loading, **settings)
+
+
+def _check_numbers(
+    no_answer_threshold: float | None, passes: int | None, min_confidence: float | None
+) -> None:
+    """The threshold, passes and minimum confidence in range, one line for the first not."""
+    check_threshold(no_answer_threshold)
+    check_passes(passes)
+    check_min_confidence(min_confidence)
 
 
 def _evaluate_open(

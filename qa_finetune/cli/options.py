@@ -235,3 +235,13 @@ def share_cores_among(passes: int | None) -> tuple[int, int]:
     check_passes(passes)
     passes = default_passes() if passes is None else passes
     return passes, share_cores(passes)
+
+
+ReadAllOption = Annotated[
+    bool,
+    typer.Option(
+        "--read-all",
+        help="Read every window of a long context (default: one of over 1,000 words is read "
+        "as its 3 passages that best match the question, by BM25).",
+    ),
+]

@@ -15,6 +15,7 @@ from qa_finetune.cli.options import (
     ModelArgument,
     ModelOption,
     QuantizedOption,
+    ReadAllOption,
     check_min_confidence,
     friendly_errors,
     one_model,
@@ -134,6 +135,7 @@ def serve(
     index: ServeIndexOption = None,
     min_confidence: MinConfidenceOption = None,
     retriever: RetrieverOption = None,
+    read_all: ReadAllOption = False,
 ) -> None:
     """Serve a model over HTTP: JSON API, micro-batching, metrics and a web page."""
     model = one_model(model_argument, model, "serve")
@@ -165,6 +167,7 @@ def serve(
             cors_origins=tuple(cors_origin or ()),
             index=index,
             retriever=retriever,
+            read_all=read_all,
             **limits,
             **feedback,
             **answering,

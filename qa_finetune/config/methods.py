@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from qa_finetune.config.values import Checks, choice
 
-TRAINING_METHODS = ("standard", "distill")
+TRAINING_METHODS = ("standard", "distill", "shared_norm")
 
 
 def layers_problem(layers: int | list[int] | None) -> str | None:

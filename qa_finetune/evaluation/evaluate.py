@@ -25,6 +25,7 @@ from qa_finetune.evaluation.prediction_files import (
     read_null_odds,
     read_predictions,
 )
+from qa_finetune.evaluation.question_reading import predict_and_score
 from qa_finetune.evaluation.results import (
     EVAL_MARKER,
     REPORT_FILES,
@@ -37,7 +38,7 @@ from qa_finetune.files import check_file
 from qa_finetune.files.provenance import file_sha256, public_source
 from qa_finetune.modeling.cpu_threads import shared_passes
 from qa_finetune.modeling.named_model import NamedModel
-from qa_finetune.modeling.scoring import evaluate_loaded, references, score
+from qa_finetune.modeling.scoring import references, score
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
 from qa_finetune.runs.targets import check_files_in_folder
@@ -160,20 +161,6 @@ def check_report_dir(report_dir: Path, inputs: list[Path] | None = None) -> None
     )
 
 
-def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
-    """Evaluation windows (offsets, example ids, labels) of an examples Dataset."""
-    from qa_finetune.features.labels import prepare_eval_features
-
-    return examples.map(
-        prepare_eval_features,
-        batched=True,
-        batch_size=1000,
-        fn_kwargs={"tokenizer": tokenizer, "spec": spec},
-        remove_columns=examples.column_names,
-        desc="Evaluation windows",
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # Entry points
 # --------------------------------------------------------------------------------------------
@@ -199,9 +186,11 @@ def evaluate_model(
     passes: int | None = None,
     min_confidence: float | None = None,
     long_contexts: float = 0.0,
+    read_all: bool = False,
 ) -> dict[str, Any]:
     """Predict, score, count the questions trained on and report, loading the model as ``ask``
-    does once the data is checked (``model_ref=None``: the latest run under outputs/)."""
+    does once the data is checked (``model_ref=None``: the latest run under outputs/;
+    ``read_all``: every window of a long context, see ``question_reading``)."""
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
@@ -216,10 +205,9 @@ def evaluate_model(
     options.update(quantized=quantized, warn_untrained_head=warn_untrained_head)
     options["min_confidence"] = min_confidence
     loaded = load_for_answering(model_ref or reference, **options)
-    started = time.perf_counter()
-    passes = shared_passes() if passes is None else passes
-    scoring = {"rule_mode": rule_mode, "passes": passes, "source": examples.public}
-    result, windows = _predict_and_score(loaded, examples.records, allow_no_answer, **scoring)
+    started, passes = time.perf_counter(), shared_passes() if passes is None else passes
+    scoring = dict(rule_mode=rule_mode, passes=passes, source=examples.public, read_all=read_all)
+    result, windows = predict_and_score(loaded, examples.records, allow_no_answer, **scoring)
     seconds = time.perf_counter() - started
     predictions = result.pop("predictions")
     report_dir = report_dir or _default_report_dir(run_dir_of(loaded.model_dir))
@@ -272,30 +260,6 @@ def _answering_settings(loaded: Any, quantized: bool, passes: int | None = None)
 def _default_report_dir(run_dir: Path | None) -> Path:
     """A run's own ``eval/``, or ``eval/`` here for a model outside any run."""
     return RunPaths(run_dir).eval_dir if run_dir is not None else DEFAULT_OUTPUT
-
-
-def _predict_and_score(
-    loaded: Any, records: list[dict[str, Any]], allow_no_answer: bool, **scoring: Any
-) -> tuple[dict[str, Any], int]:
-    """Scores (with ``predictions``) of a loaded model on ``records``, and the window count;
-    ``scoring``: ``rule_mode`` and ``passes`` of ``evaluate_loaded``."""
-    from qa_finetune.data.loading import to_dataset
-
-    example_set = to_dataset(records)
-    # A question too long for the windows fails here, named by its id (the windows' rule).
-    features = evaluation_features(example_set, loaded.tokenizer, loaded.spec)
-    result = evaluate_loaded(
-        loaded.model,
-        loaded.tokenizer,
-        example_set,
-        features,
-        loaded.settings,
-        allow_no_answer,
-        rule=loaded.rule,
-        watch=loaded.watch,
-        **scoring,
-    )
-    return result, len(features)
 
 
 def evaluate_predictions(

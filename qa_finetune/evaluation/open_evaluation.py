@@ -26,6 +26,7 @@ from qa_finetune.decoding.across_passages import (
 )
 from qa_finetune.evaluation.open_confidence_figures import open_confidence_figures
 from qa_finetune.evaluation.passage_readings import passage_readings
+from qa_finetune.evaluation.question_reading import predict_and_score
 from qa_finetune.modeling.scoring import references, score
 from qa_finetune.retrieval.passage_index import PassageIndex
 from qa_finetune.retrieval.retriever import Hit
@@ -205,7 +206,7 @@ def evaluate_open(
     questions = spread_sample(everything.records, max_samples)
     loaded = load_for_answering(reference, tune_batch=True, **loading)
     began = time.perf_counter()
-    result, windows = plain._predict_and_score(loaded, questions, allow_no_answer)
+    result, windows = predict_and_score(loaded, questions, allow_no_answer)
     gold_seconds = time.perf_counter() - began
     predictions = result.pop("predictions")
     figures, open_answers = side.side_by_side(

@@ -64,7 +64,7 @@ def passage_readings(
 def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
     """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
     from qa_finetune.data.loading import to_dataset
-    from qa_finetune.evaluation.evaluate import evaluation_features
+    from qa_finetune.evaluation.question_reading import evaluation_features
 
     examples = to_dataset(pairs)
     features = evaluation_features(examples, loaded.tokenizer, loaded.spec)

@@ -8,7 +8,7 @@ longest window: short windows do not pay for long ones.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,10 @@ from qa_finetune.features.windows import (
     model_max_length,
 )
 from qa_finetune.inference.inputs import checked_pairs
+from qa_finetune.inference.passage_choice import answers_of, reading_of
 from qa_finetune.modeling.for_answering import load_for_answering
 from qa_finetune.modeling.predict import predict_features
+from qa_finetune.retrieval.long_contexts import LongContexts
 
 # --------------------------------------------------------------------------------------------
 # Answering questions
@@ -64,6 +66,11 @@ class QuestionAnswerer:
     calibration: Calibration | None = None
     # Told the seconds of each forward pass, to check the profile (``modeling/live_check``).
     watch: Any = None
+    # Which passages of a long context are read (``retrieval.long_contexts``).
+    long_contexts: LongContexts = field(default_factory=LongContexts)
+    # Given the windows about to be read, a callable told how many each pass read (a
+    # progress line for long work), or None for none.
+    progress: Callable[[int], Callable[[int], None] | None] | None = None
 
     @classmethod
     def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
@@ -109,6 +116,8 @@ class QuestionAnswerer:
         calibrated model adds the first answer's ``confidence`` (below the settings'
         ``min_confidence``: "not sure", ``calibration.answers``).
 
+        A context of more than ``long_contexts.threshold_words`` words is read as its best
+        passages (``retrieval.long_contexts``); offsets still point into ``context``.
         ``answer == context[start:end]``; ``score`` is the probability among the n-best
         candidates (and the "no answer" candidate with ``allow_no_answer``, returned
         as ``""`` at 0-0 and ranked first exactly when ``evaluate`` would answer "").
@@ -127,10 +136,10 @@ class QuestionAnswerer:
         checked = checked_pairs(pairs)
         if not checked:
             return []
-        contexts = [c for _, c in checked]
-        windows = self.windows([q for q, _ in checked], contexts)
-        start, end = self.predict_windows(windows.encoding)
-        return self.decode(windows, contexts, start, end, top_k, allow_no_answer)
+        # A long context's best passages are read, each as a pair of its own.
+        reading = reading_of(self, checked)
+        start, end = self.predict_windows(reading.windows.encoding)
+        return answers_of(self, reading, start, end, top_k, allow_no_answer)
 
     def windows(self, questions: Sequence[str], contexts: Sequence[str]) -> Windows:
         """Step 1: the strided windows of checked (question, context) pairs; a question too
@@ -161,7 +170,7 @@ class QuestionAnswerer:
             pad_token_id=self.tokenizer.pad_token_id,
             compile=compile,
             passes=passes,
-            watch=self.watch,
+            watch=_watching(self.watch, self.progress, len(encoding["input_ids"])),
         )
 
     def decode(
@@ -240,6 +249,22 @@ class QuestionAnswerer:
             )
         except QAFinetuneError as exc:
             raise InferenceError(str(exc)) from None
+
+
+def _watching(
+    watch: Any, progress: Callable[[int], Callable[[int], None] | None] | None, total: int
+) -> Any:
+    """The ``watch`` of ``predict_features``: the profile's check and the progress line."""
+    step = progress(total) if progress is not None else None
+    if step is None:
+        return watch
+
+    def both(windows: int, length: int, seconds: float) -> None:
+        if watch is not None:
+            watch(windows, length, seconds)
+        step(windows)
+
+    return both
 
 
 def get_answer(tokenizer: Any, model: Any, question: str, context: str) -> str:

@@ -18,7 +18,11 @@ from typing import Any
 from qa_finetune.errors import InferenceError, QAFinetuneError
 from qa_finetune.files import staged_file, surrogate_problem
 from qa_finetune.inference.answerer import QuestionAnswerer
-from qa_finetune.inference.inputs import checked_text
+from qa_finetune.inference.inputs import (
+    DEFAULT_MAX_CONTEXT_CHARS,
+    check_context_length,
+    checked_text,
+)
 from qa_finetune.inference.open_answers import CollectionSearch, answer_from_collection, as_records
 
 log = logging.getLogger(__name__)
@@ -35,7 +39,12 @@ class _Line:
     context: str | None  # None: answered from the index
 
 
-def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
+def _parse_line(
+    raw: str,
+    number: int,
+    context_optional: bool = False,
+    max_context_chars: int = DEFAULT_MAX_CONTEXT_CHARS,
+) -> _Line:
     from qa_finetune.files.nesting import load_json
 
     record = load_json(
@@ -54,6 +63,8 @@ def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
         if key not in record:
             raise InferenceError(f"missing '{key}'")
         checked_text(record[key], key, "")
+    if record.get("context") is not None:
+        check_context_length(record["context"], max_context_chars)
     raw_id = record.get("id")
     if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
         # str() of an object or a list is no id anyone gave ("{'x': 1}").
@@ -70,13 +81,17 @@ def _parse_line(raw: str, number: int, context_optional: bool = False) -> _Line:
 
 
 def read_batch_file(
-    path: Path, skip_errors: bool, context_optional: bool = False
+    path: Path,
+    skip_errors: bool,
+    context_optional: bool = False,
+    max_context_chars: int = DEFAULT_MAX_CONTEXT_CHARS,
 ) -> tuple[list[_Line], int]:
     """Parse every line first, so a bad line fails before any answer is written.
 
     Lines are split on ``\\n`` and decoded one by one: a line that is not UTF-8 is one bad
     line (skipped with ``skip_errors``), and contexts keep their bytes (``\\r\\n`` included).
-    ``context_optional``: a line without a context is kept (answered from an index).
+    ``context_optional``: a line without a context is kept (answered from an index); a
+    context over ``max_context_chars`` characters is a bad line.
     """
     from qa_finetune.files import BOM, check_file, decode_utf8
 
@@ -87,7 +102,8 @@ def read_batch_file(
             continue
         try:
             raw = decode_utf8(data, "line")
-            lines.append(_parse_line(raw.removeprefix(BOM), number, context_optional))
+            line = _parse_line(raw.removeprefix(BOM), number, context_optional, max_context_chars)
+            lines.append(line)
         except QAFinetuneError as exc:
             reason = str(exc).removeprefix("line: ")
             if not skip_errors:

@@ -55,3 +55,18 @@ def checked_pairs(items: Iterable[Any]) -> list[tuple[str, str]]:
             (checked_text(question, "question", where), checked_text(context, "context", where))
         )
     return pairs
+
+
+# The longest context ``ask`` reads (characters; ``--max-context-chars``): about 300 pages.
+# Longer text is a collection of documents in all but name, which an index searches far faster.
+DEFAULT_MAX_CONTEXT_CHARS = 1_000_000
+
+
+def check_context_length(context: str, limit: int, where: str = "") -> None:
+    """Refuse a context over ``limit`` characters, naming the flag and the index instead."""
+    if len(context) > limit:
+        raise InferenceError(
+            f"{where}the context is {len(context):,} characters, over the limit of {limit:,} "
+            "(--max-context-chars): raise the limit, or index a collection of documents with "
+            "`qa-finetune index DOCS --output INDEX` and ask with --index INDEX"
+        )

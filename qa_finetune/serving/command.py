@@ -198,6 +198,7 @@ def serve(
     index: Path | None = None,
     min_confidence: float | None = None,
     retriever: str | None = None,
+    read_all: bool = False,
 ) -> None:
     """Serve ``reference`` (run dir, model folder, package or Hub id) until SIGTERM/Ctrl-C;
     ``quantized``: its int8 ONNX model; ``index``: documents for requests without a context."""
@@ -224,9 +225,9 @@ def serve(
         index=str(Path(index).resolve()) if index is not None else None,
         min_confidence=min_confidence,
         retriever=retriever,
+        read_all=read_all,
     )
-    _check_limits(settings, workers, max_connections)
-    _check_backend(backend)
+    _check_limits(settings, workers, max_connections, backend)
     _check_port(host, port)
     opened = _check_inputs(reference, backend, quantized, settings)
     options = uvicorn_options(host, port, read_timeout, max_connections)
@@ -236,7 +237,7 @@ def serve(
     _run_until_stopped(build_app(reference, backend, settings, quantized, opened), options)
 
 
-def _check_limits(settings: Any, workers: int, max_connections: int) -> None:
+def _check_limits(settings: Any, workers: int, max_connections: int, backend: str) -> None:
     from qa_finetune.serving.service import check_settings
 
     try:
@@ -246,6 +247,7 @@ def _check_limits(settings: Any, workers: int, max_connections: int) -> None:
     for flag, value in (("--workers", workers), ("--max-connections", max_connections)):
         if value < 1:
             raise ServeError(f"{flag} must be at least 1, got {value}")
+    _check_backend(backend)
 
 
 def _check_inputs(reference: str, backend: str, quantized: bool, settings: Any) -> Any:

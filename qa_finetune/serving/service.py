@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.inference.answerer import QuestionAnswerer
+from qa_finetune.inference.passage_choice import Reading, answers_of, reading_of
 from qa_finetune.modeling.cpu_threads import MAX_PASSES
 from qa_finetune.retrieval.retriever import Retriever
 from qa_finetune.serving.batcher import BatchHook, Forward, MicroBatcher
@@ -68,6 +69,7 @@ class ServeSettings:
     index: str | None = None  # the document index folder (serve --index), opened per process
     min_confidence: float | None = None  # below it a calibrated answer is "not sure"
     retriever: str | None = None  # bm25, dense or hybrid; None: hybrid when it has embeddings
+    read_all: bool = False  # every window of a long context (else its best passages)
 
 
 def check_settings(settings: ServeSettings) -> None:
@@ -118,12 +120,11 @@ class QueueFull(QAFinetuneError):
 class Windowed:
     """One (question, context) pair cut into windows, not yet queued."""
 
-    windows: Any  # features.windows.Windows
-    context: str
+    reading: Reading  # its windows: of the context, or of the passages read of a long one
 
     @property
     def size(self) -> int:
-        return len(self.windows.encoding["input_ids"])
+        return len(self.reading.windows.encoding["input_ids"])
 
 
 class Admission:
@@ -152,6 +153,8 @@ class AnswerService:
     ) -> None:
         self.answerer = answerer
         self.settings = settings
+        # A long context is read as its best passages, unless every window is asked for.
+        answerer.long_contexts = replace(answerer.long_contexts, read_all=settings.read_all)
         self.retriever = retriever
         # Questions without a context read the passages this finds.
         self.collection = CollectionReader(answerer, retriever) if retriever is not None else None
@@ -225,8 +228,9 @@ class AnswerService:
         return self.queue(self.window(question, context), top_k, allow_no_answer)
 
     def window(self, question: str, context: str) -> Windowed:
-        """The pair's windows; a question too long for them raises ``InferenceError``."""
-        return Windowed(self.answerer.windows([question], [context]), context)
+        """The pair's windows (of a long context, its passages that best match the question:
+        ``retrieval.long_contexts``); a question too long for them raises ``InferenceError``."""
+        return Windowed(reading_of(self.answerer, [(question, context)]))
 
     def window_all(
         self, pairs: list[tuple[str, str | None]], top_passages: Sequence[int | None] = ()
@@ -274,10 +278,11 @@ class AnswerService:
         if isinstance(windowed, OpenWindowed):
             assert self.collection is not None  # only window_all makes them, with an index
             return self.collection.queue(self.batcher, windowed, top_k, allow_no_answer)
-        windows, context = windowed.windows, windowed.context
-        decode: Callable[[Any, Any], list[dict[str, Any]]] = lambda start, end: (  # noqa: E731
-            self.answerer.decode(windows, [context], start, end, top_k, allow_no_answer)[0]
-        )
+        reading, windows = windowed.reading, windowed.reading.windows
+
+        def decode(start: Any, end: Any) -> list[dict[str, Any]]:
+            return answers_of(self.answerer, reading, start, end, top_k, allow_no_answer)[0]
+
         return self.batcher.submit(windows.encoding, windows.offsets.shape[1], decode)
 
     def close(self) -> None:

@@ -265,6 +265,7 @@ class Trainer(Bookkeeping):
         The epoch's windows: negative sampling and replay (``training.epoch_windows``)."""
         config = self.config
         features, order = self.epoch_windows.epoch(epoch)
+        order = self.method.epoch_order(features, order, config.train, epoch)
         dataset = make_dataset(
             features,
             self.prepared.tokenizer,

@@ -8,11 +8,11 @@ checks (a test keeps the two equal).
 from __future__ import annotations
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.training.methods import distill, standard
+from qa_finetune.training.methods import distill, shared_norm, standard
 from qa_finetune.training.methods.base import TrainingMethod
 
 REGISTRY: dict[str, type[TrainingMethod]] = {
-    module.METHOD.name: module.METHOD for module in (standard, distill)
+    module.METHOD.name: module.METHOD for module in (standard, distill, shared_norm)
 }
 
 

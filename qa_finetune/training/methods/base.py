@@ -55,6 +55,11 @@ class TrainingMethod:
         """The step ``fit`` runs per batch on the compiled ``model``; None: the model's own."""
         return None
 
+    def epoch_order(self, features: Any, order: Any, train: Any, epoch: int) -> Any:
+        """The epoch's order as indices into ``features`` (None: the seeded, bucketed one
+        ``tf_data.make_dataset`` makes); ``train``: the run's train section."""
+        return order
+
     def batches(self, dataset: Any) -> Any:
         """An epoch's ``tf.data`` batches as the train step reads them."""
         return dataset

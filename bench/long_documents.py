@@ -1,0 +1,230 @@
+"""The long-document check: SQuAD v1.1 dev questions asked of their whole article.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/long_documents.py ../shared/data/squad-v1.1-dev.json \\
+        --model ../shared/models/minilm-31k --questions 300 --seed 0 \\
+        --read bm25:3 --read paragraph --read passages:5 --output /tmp/long-documents.json
+
+Each question's article is its paragraphs joined by a blank line, answer offsets moved and
+checked (``data.whole_documents``); ``--questions`` of them are drawn (seeded). Each
+``--read`` answers them all one way: ``read-all`` (every window of the article, as before
+long contexts were narrowed), ``paragraph`` (the question's own paragraph: the ceiling),
+``bm25:K`` (the K best passages of the article by BM25, read as ``ask`` reads them,
+``retrieval.long_contexts``; with ``@W`` appended, only articles over W words are narrowed),
+or ``passages:K`` (the K best passages read once, the answer chosen across the first 1..K
+with each weight of ``WEIGHTS``: a grid from one reading). Prints and writes EM/F1, how often
+a passage read held a gold answer, the windows read per question, and the seconds; every
+answer's offsets are checked against the whole article.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._machine import machine_line
+from qa_finetune.config import DataConfig
+from qa_finetune.data.records import read_records
+from qa_finetune.data.validation import SplitReport, validate_records
+from qa_finetune.data.whole_documents import whole_document_questions
+from qa_finetune.metrics import squad_v1
+from qa_finetune.retrieval.long_contexts import DEFAULT_THRESHOLD_WORDS, LongContexts
+
+CHUNK = 25  # questions answered per call, so progress shows on a slow machine
+
+
+def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` questions of ``data`` (seeded), each asked of its whole article."""
+    records = validate_records(read_records(data, DataConfig()), False, SplitReport())
+    everything = whole_document_questions(records, 1.0, seed)
+    return whole_document_questions(records, count / len(everything), seed)
+
+
+def reading(way: str) -> LongContexts | None:
+    """The long-context setting of a ``--read`` value; None for ``paragraph``."""
+    if way == "paragraph" or way.startswith("passages:"):
+        return None
+    if way == "read-all":
+        return LongContexts(read_all=True)
+    if not way.startswith("bm25:"):
+        raise SystemExit(f"unknown --read {way!r}: read-all, paragraph or bm25:K[@WORDS]")
+    top, _, words = way.removeprefix("bm25:").partition("@")
+    threshold = int(words) if words else DEFAULT_THRESHOLD_WORDS
+    return LongContexts(threshold_words=threshold, top_passages=int(top))
+
+
+def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict[str, Any]:
+    """Scores, passage recall and windows read for one way of reading, as ``ask`` reads."""
+    from qa_finetune.inference.passage_choice import answers_of, reading_of
+
+    setting = reading(way)
+    answerer.long_contexts = setting or LongContexts(read_all=True)
+    started = time.perf_counter()
+    predictions: dict[str, str] = {}
+    held = windows = 0
+    for first in range(0, len(questions), CHUNK):
+        chunk = questions[first : first + CHUNK]
+        pairs = [(q["question"], _paragraph(q) if setting is None else q["context"]) for q in chunk]
+        read = reading_of(answerer, pairs)
+        windows += len(read.windows.encoding["input_ids"])
+        start, end = answerer.predict_windows(read.windows.encoding)
+        answers = answers_of(answerer, read, start, end)
+        for record, pair, n, ranked in zip(chunk, pairs, read.narrowed, answers, strict=True):
+            best = ranked[0]
+            assert pair[1][best["start"] : best["end"]] == best["answer"], record["id"]
+            predictions[record["id"]] = best["answer"]
+            held += _holds_answer(record, n) if setting is not None else 1
+        done = min(first + CHUNK, len(questions))
+        print(f"  {way}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+    gold = {q["id"]: list(q["answers"]["text"]) for q in questions}
+    scores = squad_v1(predictions, gold)
+    return {
+        "read": way,
+        "exact_match": round(scores["exact_match"], 2),
+        "f1": round(scores["f1"], 2),
+        "answer_read": round(100 * held / len(questions), 2),
+        "windows_per_question": round(windows / len(questions), 2),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+WEIGHTS = (0.0, 1.0, 2.0, 4.0)
+
+
+def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> list[dict]:
+    """Each question's ``most`` best passages (BM25) read one by one, then the answer chosen
+    across the first K of them (K up to ``most``) by the reader's margin over "no answer"
+    plus w x the passage's BM25 score (``decoding.across_passages``), for each w of
+    ``WEIGHTS``: one reading gives the whole grid."""
+    from qa_finetune.decoding.across_passages import choose_across_passages
+    from qa_finetune.inference.open_answers import read_passages
+    from qa_finetune.retrieval.passage_ranking import rank_passages
+    from qa_finetune.retrieval.passages import split_passages
+    from qa_finetune.retrieval.retriever import Hit, Passage
+
+    started = time.perf_counter()
+    found, readings = [], []
+    for first in range(0, len(questions), CHUNK):
+        chunk = questions[first : first + CHUNK]
+        hits = []
+        for q in chunk:
+            spans = split_passages(q["context"])
+            ranked = rank_passages(q["question"], [q["context"][a:b] for a, b in spans])[:most]
+            hits.append(
+                [
+                    Hit(
+                        Passage(n, "", spans[n][0], spans[n][1], q["context"][slice(*spans[n])]),
+                        s,
+                        r,
+                    )
+                    for r, (n, s) in enumerate(ranked, 1)
+                ]
+            )
+        found.extend(hits)
+        readings.extend(read_passages(answerer, [q["question"] for q in chunk], hits))
+        done = min(first + CHUNK, len(questions))
+        print(f"  passages:{most}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+    seconds = time.perf_counter() - started
+    gold = {q["id"]: list(q["answers"]["text"]) for q in questions}
+    rows = []
+    for k in range(1, most + 1):
+        held = sum(
+            _holds_in(q, [h.passage for h in hits[:k]])
+            for q, hits in zip(questions, found, strict=True)
+        )
+        for weight in WEIGHTS:
+            predictions = {}
+            for q, hits, read in zip(questions, found, readings, strict=True):
+                chosen = choose_across_passages(
+                    [r for r in read if r.passage < k], 0.0, False, retrieval_weight=weight
+                )
+                if not chosen:
+                    predictions[q["id"]] = ""
+                    continue
+                best = chosen[0][0]
+                start = hits[best.passage].passage.start + best.start
+                end = hits[best.passage].passage.start + best.end
+                assert q["context"][start:end] == best.text, q["id"]
+                predictions[q["id"]] = best.text
+            scores = squad_v1(predictions, gold)
+            rows.append(
+                {
+                    "read": f"passages:{k} w={weight:g}",
+                    "exact_match": round(scores["exact_match"], 2),
+                    "f1": round(scores["f1"], 2),
+                    "answer_read": round(100 * held / len(questions), 2),
+                    "windows_per_question": None,
+                    "seconds": round(seconds, 1) if k == most else None,
+                }
+            )
+    return rows
+
+
+def _holds_in(question: dict[str, Any], passages: list[Any]) -> bool:
+    answers = list(
+        zip(question["answers"]["answer_start"], question["answers"]["text"], strict=True)
+    )
+    return any(p.start <= a and a + len(t) <= p.end for p in passages for a, t in answers)
+
+
+def _paragraph(question: dict[str, Any]) -> str:
+    return question["paragraph"]
+
+
+def _holds_answer(question: dict[str, Any], narrowed: Any) -> bool:
+    """Whether a gold answer lies whole inside a passage that was read."""
+    if narrowed is None:
+        return True
+    spans = zip(narrowed.original_starts, narrowed.lengths, strict=True)
+    answers = zip(question["answers"]["answer_start"], question["answers"]["text"], strict=True)
+    pairs = [(a, len(t)) for a, t in answers]
+    return any(s <= a and a + n <= s + length for s, length in spans for a, n in pairs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--read", action="append", required=True)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    for way in args.read:
+        reading(way)  # a bad value fails before the model loads
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    paragraphs = {
+        r["id"]: r["context"]
+        for r in validate_records(read_records(args.data, DataConfig()), False, SplitReport())
+    }
+    questions = long_document_questions(args.data, args.questions, args.seed)
+    for question in questions:
+        question["paragraph"] = paragraphs[question["id"].removesuffix("#document")]
+    words = sorted(len(q["context"].split()) for q in questions)
+    print(machine_line())
+    print(
+        f"{len(questions)} questions of {len({q['title'] for q in questions})} articles, "
+        f"words per article: median {words[len(words) // 2]}, min {words[0]}, max {words[-1]}"
+    )
+    answerer = QuestionAnswerer.load(args.model)
+    rows = []
+    for way in args.read:
+        if way.startswith("passages:"):
+            for row in passages_grid(answerer, questions, int(way.removeprefix("passages:"))):
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            continue
+        row = answer_all(answerer, questions, way)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.output:
+        payload = {"machine": machine_line(), "questions": len(questions), "rows": rows}
+        args.output.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""One answer for a long context from its best passages, each read on its own.
+
+The passages' candidates compete as the passages of ``ask --index`` do
+(``decoding.across_passages``): the reader's margin of a span over "no answer" in its own
+passage plus ``RETRIEVAL_WEIGHT`` times the passage's BM25 score in its document. With
+``allow_no_answer`` a passage takes part only if the run's rule says it answers, and when none
+does the answer is "no answer". A calibrated run then gives the answers their confidence
+(``calibration.answers.long_context_confidence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from qa_finetune.decoding.across_passages import (
+    PassageReading,
+    choose_across_passages,
+    passage_share,
+)
+from qa_finetune.decoding.spans import Predictions
+
+# The weight of a passage's BM25 score against the reader's margin, in logits per point,
+# chosen on the long-document check (bench/reports/24-long-documents.md).
+RETRIEVAL_WEIGHT = 2.0
+
+
+def answers_across_passages(
+    predictions: Predictions,
+    keys: Sequence[str],
+    text: str,
+    starts: Sequence[int],
+    retrieval_scores: Sequence[float],
+    threshold: float,
+    allow_no_answer: bool,
+    top_k: int = 1,
+) -> tuple[list[dict[str, Any]], list[tuple[PassageReading, float]]]:
+    """The ``top_k`` answers of a long ``text`` from its passages' predictions (``keys``: the
+    predictions' keys of the passages read, which start at ``starts`` in ``text`` and were
+    found with ``retrieval_scores``), at offsets in ``text``; and the candidates chosen."""
+    readings: list[PassageReading] = []
+    for place, key in enumerate(keys):
+        every = predictions.nbest.get(key, [])
+        if not every or key not in predictions.null_score_diff:
+            continue  # no valid span in this passage
+        null = every[0]["score"] + predictions.null_score_diff[key]
+        spans = [c["score"] for c in every]
+        no_answer = predictions.no_answer_score.get(key, float("inf"))
+        signals = predictions.signals.get(key)
+        score = retrieval_scores[place]
+        readings.extend(
+            PassageReading(
+                place,
+                c["text"],
+                c["start"],
+                c["end"],
+                c["score"],
+                no_answer,
+                null,
+                score,
+                signals,
+                passage_share(c["score"], spans, null),
+            )
+            for c in every[:top_k]
+        )
+    chosen = choose_across_passages(readings, threshold, allow_no_answer, RETRIEVAL_WEIGHT)
+    if not chosen:
+        return [{"answer": "", "score": 1.0, "start": 0, "end": 0}], chosen
+    ranked = []
+    for reading, probability in chosen[:top_k]:
+        start, end = starts[reading.passage] + reading.start, starts[reading.passage] + reading.end
+        answer = text[start:end]
+        ranked.append({"answer": answer, "score": probability, "start": start, "end": end})
+    return ranked, chosen
+
+
+def first_passage(keys: Sequence[str], retrieval_scores: Sequence[float]) -> str:
+    """The key of the passage the search ranked first (the earliest among equals): where "no
+    answer" is judged, as in a context alone."""
+    return keys[max(range(len(keys)), key=lambda i: (retrieval_scores[i], -i))]
