@@ -135,8 +135,7 @@ def ask(
     if index is not None or top_passages is not None or retriever is not None:
         check_index_options(index, top_passages, context, context_file, retriever)
     _check_combination(question, context, context_file, batch, output, overwrite, read_all, index)
-    _check_numbers(no_answer_threshold, min_confidence, passes)
-    _check_no_answer(no_answer_threshold, allow_no_answer)
+    _check_numbers(no_answer_threshold, min_confidence, passes, allow_no_answer)
     settings = dict(quantized=quantized, max_length=max_length, stride=stride)
     settings["min_confidence"] = min_confidence
     settings.update(max_answer_length=max_answer_length, no_answer_threshold=no_answer_threshold)
@@ -165,12 +164,17 @@ def ask(
 
 
 def _check_numbers(
-    no_answer_threshold: float | None, min_confidence: float | None, passes: int | None
+    no_answer_threshold: float | None,
+    min_confidence: float | None,
+    passes: int | None,
+    allow_no_answer: bool,
 ) -> None:
-    """The threshold, minimum confidence and passes in range, one line for the first not."""
+    """The threshold, minimum confidence and passes in range, and a threshold only where it
+    applies: one line for the first that is not."""
     check_threshold(no_answer_threshold)
     check_min_confidence(min_confidence)
     check_passes(passes)
+    _check_no_answer(no_answer_threshold, allow_no_answer)
 
 
 def _check_no_answer(threshold: float | None, allow_no_answer: bool) -> None:

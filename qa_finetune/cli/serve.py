@@ -153,10 +153,8 @@ def serve(
 
         limits = dict(max_batch=max_batch, passes=passes, max_wait_ms=max_wait_ms, workers=workers)
         limits.update(max_context_chars=max_context_chars, max_queue=max_queue)
-        limits.update(
-            max_windows_per_request=max_windows_per_request, max_connections=max_connections
-        )
-        limits.update(request_timeout=request_timeout, read_timeout=read_timeout)
+        limits.update(max_windows_per_request=max_windows_per_request, read_timeout=read_timeout)
+        limits.update(max_connections=max_connections, request_timeout=request_timeout)
         feedback = dict(feedback_file=feedback_file, feedback_per_minute=feedback_per_minute)
         answering = dict(backend=backend, quantized=quantized, min_confidence=min_confidence)
         run_serve(

@@ -194,16 +194,15 @@ def evaluate_model(
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.runs.lookup import latest_run, run_dir_of
 
-    inputs = [Path(data)] if data else []
-    if report_dir is not None:
-        check_report_dir(report_dir, inputs)
+    inputs = _checked_inputs(data, report_dir)
     reference = str(model_ref or latest_run(RUNS_ROOT))
     added = {"question_negatives": question_negatives, "long_contexts": long_contexts}
     examples = load_examples(data, dataset, split, allow_no_answer, max_samples, **added)
     options: dict[str, Any] = dict(max_length=max_length, stride=stride, backend=backend)
     options.update(batch_size=batch_size, no_answer_threshold=no_answer_threshold, tune_batch=True)
-    options.update(quantized=quantized, warn_untrained_head=warn_untrained_head)
-    options["min_confidence"] = min_confidence
+    options.update(
+        quantized=quantized, warn_untrained_head=warn_untrained_head, min_confidence=min_confidence
+    )
     loaded = load_for_answering(model_ref or reference, **options)
     started, passes = time.perf_counter(), shared_passes() if passes is None else passes
     scoring = dict(rule_mode=rule_mode, passes=passes, source=examples.public, read_all=read_all)
@@ -227,6 +226,14 @@ def evaluate_model(
         **_provenance(examples),
     }
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
+
+
+def _checked_inputs(data: str | None, report_dir: Path | None) -> list[Path]:
+    """The files read (never replaced), with a given report folder checked before any work."""
+    inputs = [Path(data)] if data else []
+    if report_dir is not None:
+        check_report_dir(report_dir, inputs)
+    return inputs
 
 
 def _provenance(examples: EvalExamples) -> dict[str, Any]:
