@@ -22,8 +22,8 @@ from qa_finetune.retrieval.index_files import SCORES
 
 CONFIG = Path(__file__).parents[1] / "configs" / "default.yaml"
 NO_TRAINING_DATA = (
-    "error: no training data given (only --validation-file): pass --train-file FILE, "
-    "--dataset NAME or --config"
+    "error: no training data given (only --validation-file): pass --train-file FILE or "
+    "--dataset NAME, or a --config file that sets data.train_file or data.dataset"
 )
 
 

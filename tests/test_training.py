@@ -87,6 +87,7 @@ def test_a_finished_run_keeps_one_weights_file_and_no_checkpoint(
         "metrics.json",
         "model",
         "prepare_report.json",
+        "training_data.json",
     ]
     assert (finished_run / "checkpoints" / "checkpoint").is_file()
     weights = {p.name for p in (lean_run / "model").iterdir()} & {

@@ -225,4 +225,9 @@ def test_the_general_recipe_ends_calibrated() -> None:
     recipe = Path(__file__).parents[1] / "configs" / "minilm-31k.yaml"
     train = load_config(recipe).train
     # YAML reads a bare `on` as true: the key takes it as the mode it names.
-    assert (train.calibrate, train.calibration_negatives) == ("on", 1.0)
+    assert (train.calibrate, train.calibration_negatives) == ("on", 0.3)
+    assert train.calibration_long_contexts == 0.2
+    # Calibrated on its own held-out documents, never trained on.
+    data = load_config(recipe).data
+    assert (data.validation_fraction, data.validation_group_by) == (0.03, "title")
+    assert data.validation_file is None

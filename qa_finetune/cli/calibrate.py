@@ -195,6 +195,12 @@ def _check_unseen(model: NamedModel, data: str, max_samples: int | None, allow_s
     examples = load_examples(data, None, allow_no_answer=True, max_samples=max_samples)
     seen = seen_by_model(model.model_dir, examples.records)
     check_unseen(seen, allow_seen, examples.source)
+    if seen.known and (seen.seen_questions or seen.seen_passages):
+        typer.echo(
+            f"warning: the model trained on {seen.describe()} of {examples.source}: fitted "
+            "there anyway (--allow-seen), the confidence will be over-confident on new questions",
+            err=True,
+        )
 
 
 def _check_open_options(
