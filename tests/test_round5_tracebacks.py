@@ -159,3 +159,40 @@ def test_a_damaged_score_file_is_the_rebuild_line(built: Path, tmp_path: Path, c
         "",
     )
     assert tree(tmp_path) == before
+
+
+# Item 7: a record with a context past data.max_context_chars is refused before any window.
+def test_prepare_refuses_a_context_past_its_cap_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    train = tmp_path / "train.json"
+    context = "Alma Stroud designed the bridge. " * 40  # 1,320 characters
+    train.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "long-1",
+                    "title": "t",
+                    "context": context,
+                    "question": "Who designed the bridge?",
+                    "answers": {"text": ["Alma Stroud"], "answer_start": [0]},
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
+    before = tree(tmp_path)
+    args = ["prepare", "--config", CONFIG, "--set", f"data.train_file={train}"]
+    args += ["--set", "data.validation_file=", "--set", "data.max_context_chars=1000"]
+    assert run(args) == (
+        1,
+        [
+            f"error: {train}: record 'long-1' has a context of 1,320 characters, over "
+            "data.max_context_chars (1,000): split it into paragraphs (one record each), raise "
+            "data.max_context_chars, or index whole documents with `qa-finetune index DOCS "
+            "--output INDEX` and ask them with --index"
+        ],
+        "",
+    )
+    assert tree(tmp_path) == before

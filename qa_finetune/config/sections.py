@@ -74,6 +74,9 @@ class DataConfig:
     validation_group_by: str = "context"
     # Turn repaired or dropped examples into an error.
     strict: bool = False
+    # The longest context a record may have, in characters: a longer one (a whole book pasted
+    # into one record) would take hours to window and train on; it is refused in one line.
+    max_context_chars: int = 1_000_000
     # Replay: general-domain files (comma-separated, like train_file) that make up
     # replay_fraction of each epoch's training windows, against forgetting.
     replay_file: str | None = None
@@ -92,7 +95,7 @@ class DataConfig:
             check_all(negatives_checks(key, getattr(self, key), self.allow_no_answer))
 
     def _checks(self) -> Checks:
-        for key in ("max_train_samples", "max_eval_samples"):
+        for key in ("max_train_samples", "max_eval_samples", "max_context_chars"):
             value = getattr(self, key)
             yield value is None or value > 0, f"data.{key}", f"must be positive, got {value}"
         yield (

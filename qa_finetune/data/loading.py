@@ -12,7 +12,7 @@ import atexit
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -137,6 +137,22 @@ def _why_none(report: SplitReport, name: str) -> str:
     )
 
 
+def capped_contexts(
+    records: Iterable[dict[str, Any]], limit: int, source: str
+) -> Iterator[dict[str, Any]]:
+    """``records``, refusing the first whose context is longer than ``limit`` characters."""
+    for record in records:
+        context = record.get("context")
+        if isinstance(context, str) and len(context) > limit:
+            raise DataError(
+                f"{source}: record {record.get('id')!r} has a context of {len(context):,} "
+                f"characters, over data.max_context_chars ({limit:,}): split it into "
+                "paragraphs (one record each), raise data.max_context_chars, or index whole "
+                "documents with `qa-finetune index DOCS --output INDEX` and ask them with --index"
+            )
+        yield record
+
+
 def _raw_splits(
     config: DataConfig,
 ) -> tuple[dict[str, Iterable[dict[str, Any]]], dict[str, str]]:
@@ -145,13 +161,17 @@ def _raw_splits(
     sources: dict[str, str] = {}
     if config.dataset:
         for name, split in (("train", config.train_split), ("validation", config.validation_split)):
-            raw[name] = load_hub_split(config, split)
-            sources[name] = f"{config.dataset}:{split}"
+            source = f"{config.dataset}:{split}"
+            raw[name] = capped_contexts(
+                load_hub_split(config, split), config.max_context_chars, source
+            )
+            sources[name] = source
         return raw, sources
     for name, given in (("train", config.train_file), ("validation", config.validation_file)):
         if given:
             paths = [Path(f) for f in split_paths(given)]
-            raw[name] = chain.from_iterable(stream_records(p, config) for p in paths)
+            records = chain.from_iterable(stream_records(p, config) for p in paths)
+            raw[name] = capped_contexts(records, config.max_context_chars, given)
             sources[name] = given
     if not raw:
         raise DataError(NO_DATA)
