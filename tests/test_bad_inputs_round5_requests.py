@@ -20,6 +20,7 @@ from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import InferenceConfig
 from qa_finetune.labeling.app import create_label_app
 from qa_finetune.labeling.command import open_store
+from qa_finetune.retrieval.long_contexts import LongContexts
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 
@@ -36,6 +37,7 @@ def _client(feedback_file: Path) -> TestClient:
         settings=InferenceConfig(),
         profile=None,
         rule=NoAnswerRule(),
+        long_contexts=LongContexts(),
     )
     service = AnswerService(answerer, settings, forward=lambda _: None)  # type: ignore[arg-type]
     return TestClient(create_app(service))

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from qa_finetune.calibration.no_answer_rule import NoAnswerRule
 from qa_finetune.config import InferenceConfig
+from qa_finetune.retrieval.long_contexts import LongContexts
 from qa_finetune.serving.app import create_app
 from qa_finetune.serving.service import AnswerService, ServeSettings
 
@@ -36,6 +37,7 @@ def _client(feedback_file: Path | None, **limits: Any) -> TestClient:
         settings=InferenceConfig(),
         profile=None,  # no measured costs: passes are not length-aware
         rule=NoAnswerRule(),
+        long_contexts=LongContexts(),
     )
     service = AnswerService(answerer, settings, forward=lambda _: None)  # type: ignore[arg-type]
     return TestClient(create_app(service))

@@ -174,7 +174,10 @@ def _bare_encoder(tiny_model_dir: Path, tmp_path: Path) -> str:
 @pytest.mark.parametrize(
     ("settings", "words"),
     [
-        (["train.method=prune"], "'train.method': must be standard or distill, got 'prune'"),
+        (
+            ["train.method=prune"],
+            "'train.method': must be standard, distill or shared_norm, got 'prune'",
+        ),
         (["train.method=distill"], "'train.teacher': is not set"),
         (["train.method=distill", "train.teacher=nowhere"], "unknown teacher 'nowhere'"),
         (["train.method=distill", "train.teacher={tokenizer}"], "has another tokenizer"),
