@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -133,3 +134,34 @@ def passage_share(score: float, spans: Sequence[float], null: float) -> float:
     answers saw it): what an answer from that passage gets its confidence from."""
     values = np.array([*spans, null], dtype=np.float64)
     return float(np.exp(score - values.max()) / np.exp(values - values.max()).sum())
+
+
+def passage_readings(
+    predictions: Any, key: str, place: int, retrieval_score: float, top_k: int
+) -> list[PassageReading]:
+    """The ``top_k`` candidate spans of the passage whose predictions are under ``key``
+    (``decoding.spans.Predictions``), read as passage ``place`` found with
+    ``retrieval_score``; none when the passage has no valid span."""
+    every = predictions.nbest.get(key) or []
+    if not every or key not in predictions.null_score_diff:
+        return []
+    # The passage's null score: its best span's score plus the gap between them.
+    null = every[0]["score"] + predictions.null_score_diff[key]
+    spans = [c["score"] for c in every]
+    no_answer = predictions.no_answer_score.get(key, float("inf"))
+    signals = predictions.signals.get(key)
+    return [
+        PassageReading(
+            place,
+            c["text"],
+            c["start"],
+            c["end"],
+            c["score"],
+            no_answer,
+            null,
+            retrieval_score,
+            signals,
+            passage_share(c["score"], spans, null),
+        )
+        for c in every[:top_k]
+    ]

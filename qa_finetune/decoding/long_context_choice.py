@@ -16,7 +16,7 @@ from typing import Any
 from qa_finetune.decoding.across_passages import (
     PassageReading,
     choose_across_passages,
-    passage_share,
+    passage_readings,
 )
 from qa_finetune.decoding.spans import Predictions
 
@@ -38,31 +38,11 @@ def answers_across_passages(
     """The ``top_k`` answers of a long ``text`` from its passages' predictions (``keys``: the
     predictions' keys of the passages read, which start at ``starts`` in ``text`` and were
     found with ``retrieval_scores``), at offsets in ``text``; and the candidates chosen."""
-    readings: list[PassageReading] = []
-    for place, key in enumerate(keys):
-        every = predictions.nbest.get(key, [])
-        if not every or key not in predictions.null_score_diff:
-            continue  # no valid span in this passage
-        null = every[0]["score"] + predictions.null_score_diff[key]
-        spans = [c["score"] for c in every]
-        no_answer = predictions.no_answer_score.get(key, float("inf"))
-        signals = predictions.signals.get(key)
-        score = retrieval_scores[place]
-        readings.extend(
-            PassageReading(
-                place,
-                c["text"],
-                c["start"],
-                c["end"],
-                c["score"],
-                no_answer,
-                null,
-                score,
-                signals,
-                passage_share(c["score"], spans, null),
-            )
-            for c in every[:top_k]
-        )
+    readings = [
+        reading
+        for place, key in enumerate(keys)
+        for reading in passage_readings(predictions, key, place, retrieval_scores[place], top_k)
+    ]
     chosen = choose_across_passages(readings, threshold, allow_no_answer, RETRIEVAL_WEIGHT)
     if not chosen:
         return [{"answer": "", "score": 1.0, "start": 0, "end": 0}], chosen

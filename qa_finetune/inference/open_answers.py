@@ -25,7 +25,7 @@ from qa_finetune.decoding.across_passages import (
     DEFAULT_TOP_PASSAGES,
     PassageReading,
     choose_across_passages,
-    passage_share,
+    passage_readings,
     reads_more,
 )
 from qa_finetune.features.windows import Windows
@@ -130,28 +130,7 @@ def readings_from_logits(
         question: list[PassageReading] = []
         for place, hit in enumerate(found):
             key = str(first + place)
-            candidates = predictions.nbest[key][:top_k]
-            if not candidates or key not in predictions.null_score_diff:
-                continue  # no valid span in this passage
-            no_answer = predictions.no_answer_score.get(key, float("inf"))
-            # The passage's null score: its best span's score plus the gap between them.
-            null = candidates[0]["score"] + predictions.null_score_diff[key]
-            spans = [c["score"] for c in predictions.nbest[key]]
-            question.extend(
-                PassageReading(
-                    first_place + place,
-                    c["text"],
-                    c["start"],
-                    c["end"],
-                    c["score"],
-                    no_answer,
-                    null,
-                    hit.score,
-                    predictions.signals.get(key),
-                    passage_share(c["score"], spans, null),
-                )
-                for c in candidates
-            )
+            question += passage_readings(predictions, key, first_place + place, hit.score, top_k)
         readings.append(question)
         first += len(found)
     return readings
