@@ -203,3 +203,46 @@ def test_the_calibration_records_what_it_was_fitted_on(calibrated_tiny_run: Path
         "known": False,
         "not_recorded": [],
     }
+
+
+def test_recording_an_older_cache_removes_only_its_own_scratch_folder(
+    runs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The examples loaded again go to a folder of its own under the temporary root, which is
+    removed: the feature cache, the data and the root's other folders are left as they were."""
+    import tempfile
+
+    from qa_finetune.training.prepare import prepare
+    from qa_finetune.training.training_data import cached_training_data
+
+    parent, _ = runs
+    config = tiny_run_config(Path("unused"), parent.parent, run_name="parent")
+    values = config.to_dict()
+    values["model"]["name_or_path"] = str(parent / "model")
+    config = Config.from_dict(values)
+    cache = prepare(config).cache_dir
+    (cache / "training_data.json").unlink()
+    root = tmp_path / "tmp-root"
+    (root / "someone-elses").mkdir(parents=True)
+    (root / "someone-elses" / "keep.txt").write_text("mine")
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    cache_files = sorted(p.name for p in cache.iterdir())
+    cached_training_data(config, cache)
+    assert sorted(p.name for p in root.iterdir()) == ["someone-elses"]
+    assert (root / "someone-elses" / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*cache_files, "training_data.json"])
+
+
+def test_a_worker_removes_only_the_scratch_folder_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from qa_finetune.training.cluster import worker_claim
+
+    root = tmp_path / "tmp-root"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    claim = worker_claim(resume=False)
+    assert claim.run_dir.parent == root and claim.run_dir.name.startswith("qa-finetune-worker-")
+    assert claim.backup is None
