@@ -24,10 +24,10 @@ def load_answerer(
         model = _latest_run(output_dir)
     aside = _replaced_note(model)
     try:
-        reference = model_on_backend(model, backend, output_dir, settings["quantized"])
+        named = model_on_backend(model, backend, output_dir, settings["quantized"])
         from qa_finetune.inference.answerer import QuestionAnswerer
 
-        answerer = QuestionAnswerer.load(reference, backend=backend, **settings)
+        answerer = QuestionAnswerer.load(named, backend=backend, **settings)
     except QAFinetuneError as exc:
         if aside is None:
             raise

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,6 +31,9 @@ from qa_finetune.cli.options import (
 )
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
+
+if TYPE_CHECKING:
+    from qa_finetune.modeling.named_model import NamedModel
 
 DataOption = Annotated[
     str | None, typer.Option("--data", help="Evaluation file (SQuAD JSON, ...).")
@@ -148,7 +151,7 @@ def evaluate(
 
         evaluate_predictions(predictions, allow_no_answer=allow_no_answer, **where)
         return
-    model = model_on_backend(model, backend, quantized=quantized)
+    named = model_on_backend(model, backend, quantized=quantized)
     share_cores_among(passes)  # the model found; TensorFlow imported, its pools still unset
     loading = dict(batch_size=batch_size, max_length=max_length, stride=stride, backend=backend)
     loading.update(no_answer_threshold=no_answer_threshold, quantized=quantized)
@@ -156,13 +159,13 @@ def evaluate(
     if open_book:
         top = top_passages or DEFAULT_TOP_PASSAGES
         loading.update(retriever=retriever, encoder=encoder, min_confidence=min_confidence)
-        _evaluate_open(model, where, allow_no_answer, max_samples, top, question_negatives, loading)
+        _evaluate_open(named, where, allow_no_answer, max_samples, top, question_negatives, loading)
         return
     from qa_finetune.evaluation.evaluate import evaluate_model
 
     settings = dict(allow_no_answer=allow_no_answer, max_samples=max_samples, read_all=read_all)
     settings.update(question_negatives=question_negatives, min_confidence=min_confidence)
-    evaluate_model(model, **where, **loading, **settings)
+    evaluate_model(named, **where, **loading, **settings)
 
 
 def _check_numbers(
@@ -175,7 +178,7 @@ def _check_numbers(
 
 
 def _evaluate_open(
-    model: str | None,
+    model: NamedModel,
     where: dict,
     allow_no_answer: bool,
     max_samples: int | None,
@@ -184,8 +187,7 @@ def _evaluate_open(
     loading: dict,
 ) -> None:
     """``--open``: the file's questions searched among all its contexts, then read."""
-    from qa_finetune.evaluation.open_evaluation import evaluate_open
-    from qa_finetune.evaluation.open_table import open_table
+    from qa_finetune.evaluation.open_evaluation import evaluate_open, open_table
 
     metrics = evaluate_open(
         model,

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -20,6 +20,9 @@ from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import SECRET_PIECE, Interrupted, QAFinetuneError, scrub_secrets
 from qa_finetune.modeling.formats import BACKENDS, choices
 from qa_finetune.modeling.formats.onnx import INT8_FILE, ONNX_FILE
+
+if TYPE_CHECKING:
+    from qa_finetune.modeling.named_model import NamedModel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -181,19 +184,21 @@ def resolve(
 
 def model_on_backend(
     model: str | None, backend: str, output_dir: str | None = None, quantized: bool = False
-) -> str:
-    """The model to use (default: the latest run under ``output_dir``); TensorFlow is imported
-    only when the chosen backend is TensorFlow: the ONNX path never pays for that import.
-    ``quantized``: the int8 ONNX model (a folder without one is an error here)."""
+) -> NamedModel:
+    """The model to use (default: the latest run under ``output_dir``), named once: what is
+    below the command line takes this object and never resolves the reference again.
+    TensorFlow is imported only when the chosen backend is TensorFlow: the ONNX path never
+    pays for that import. ``quantized``: the int8 ONNX model (a folder without one is an
+    error here)."""
     from qa_finetune.cli.native_logs import import_tensorflow_quietly
     from qa_finetune.modeling.formats import choose_backend
-    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.modeling.named_model import NamedModel
     from qa_finetune.runs.lookup import latest_run
 
-    reference = model or str(latest_run(Path(output_dir or "outputs")))
-    if choose_backend(resolve_model_dir(reference), backend, quantized) == "tf":
+    named = NamedModel.of(model or str(latest_run(Path(output_dir or "outputs"))))
+    if choose_backend(named.model_dir, backend, quantized) == "tf":
         import_tensorflow_quietly()
-    return reference
+    return named
 
 
 QuestionNegativesOption = Annotated[

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from qa_finetune.cli.options import (
     one_model,
 )
 from qa_finetune.modeling.formats import BACKENDS, choices
+
+if TYPE_CHECKING:
+    from qa_finetune.modeling.named_model import NamedModel
 
 MaxBatchOption = Annotated[
     int | None,
@@ -147,7 +150,8 @@ def serve(
     check_retriever(retriever, index)
     show_library_logs()  # the measured batch size and backend, at start-up
     with stop_quietly_on_sigterm():  # SIGTERM while loading: exit 0, as once serving
-        if _runs_on_tensorflow(model, backend, quantized):
+        named = _named_if_local(model)
+        if _runs_on_tensorflow(named, backend, quantized):
             import_tensorflow_quietly()
         from qa_finetune.serving.command import serve as run_serve
 
@@ -158,7 +162,7 @@ def serve(
         feedback = dict(feedback_file=feedback_file, feedback_per_minute=feedback_per_minute)
         answering = dict(backend=backend, quantized=quantized, min_confidence=min_confidence)
         run_serve(
-            model,
+            named,
             host=host,
             port=port,
             access_log=access_log,
@@ -182,17 +186,31 @@ def _check_host(host: str) -> None:
         typer.echo(note, err=True)
 
 
-def _runs_on_tensorflow(model: str, backend: str, quantized: bool = False) -> bool:
-    """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
-    id is not resolved here (that may download); a local folder or backend that does not
-    resolve is left for ``serve`` to report, after its own checks."""
+def _named_if_local(model: str) -> str | NamedModel:
+    """A local folder named now, once for everything below; a Hub id is left as given (naming
+    it may download) and so is a folder that does not resolve: ``serve`` names either after
+    its own checks."""
     from qa_finetune.errors import QAFinetuneError
-    from qa_finetune.modeling.formats import choose_backend
-    from qa_finetune.modeling.reference import resolve_model_dir
+    from qa_finetune.modeling.named_model import NamedModel
 
     if not Path(model).expanduser().exists():
-        return True
+        return model
     try:
-        return choose_backend(resolve_model_dir(model), backend, quantized) == "tf"
+        return NamedModel.of(model)
+    except QAFinetuneError:
+        return model
+
+
+def _runs_on_tensorflow(model: str | NamedModel, backend: str, quantized: bool = False) -> bool:
+    """Whether the model will run on TensorFlow: a local ONNX export never imports it. A Hub
+    id does (it is not resolved here); a local folder or backend that does not resolve is
+    left for ``serve`` to report, after its own checks."""
+    from qa_finetune.errors import QAFinetuneError
+    from qa_finetune.modeling.formats import choose_backend
+
+    if isinstance(model, str):
+        return not Path(model).expanduser().exists()
+    try:
+        return choose_backend(model.model_dir, backend, quantized) == "tf"
     except QAFinetuneError:
         return False

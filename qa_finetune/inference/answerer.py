@@ -36,6 +36,7 @@ from qa_finetune.features.windows import (
 from qa_finetune.inference.inputs import checked_pairs
 from qa_finetune.inference.passage_choice import answers_of, reading_of
 from qa_finetune.modeling.for_answering import load_for_answering
+from qa_finetune.modeling.named_model import NamedModel
 from qa_finetune.modeling.predict import predict_features
 from qa_finetune.retrieval.long_contexts import LongContexts
 
@@ -73,8 +74,9 @@ class QuestionAnswerer:
     progress: Callable[[int], Callable[[int], None] | None] | None = None
 
     @classmethod
-    def load(cls, reference: str, **options: Any) -> QuestionAnswerer:
-        """Load once from a run dir, model dir, export folder, installed package or Hub id.
+    def load(cls, reference: str | NamedModel, **options: Any) -> QuestionAnswerer:
+        """Load once from a run dir, model dir, export folder, installed package or Hub id
+        (or a model the command line named already).
 
         ``options`` are those of :func:`modeling.for_answering.load_for_answering`:
         ``max_length``, ``stride``, ``max_answer_length``, ``n_best``, ``batch_size``,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.modeling.named_model import NamedModel
 from qa_finetune.serving.listen_address import check_host
 from qa_finetune.serving.uvicorn_config import (
     ready_line,
@@ -103,7 +104,7 @@ def _check_backend(backend: str) -> None:
 
 
 def load_answerer(
-    reference: str, backend: str, max_batch: int | None, quantized: bool = False
+    reference: str | NamedModel, backend: str, max_batch: int | None, quantized: bool = False
 ) -> Any:
     """The shared answerer: the run's decoding settings, batches of up to ``max_batch``
     windows; None: the size measured fastest on this machine (``UNMEASURED_MAX_BATCH`` when
@@ -139,26 +140,30 @@ def load_answerer(
 
 
 def build_app(
-    reference: str, backend: str, settings: Any, quantized: bool = False, index: Any = None
+    reference: str | NamedModel,
+    backend: str,
+    settings: Any,
+    quantized: bool = False,
+    index: Any = None,
 ) -> Any:
     """Load the model and wrap it in the app (what each worker process does), with ``index``
     (a document index opened by the caller) or the one ``settings.index`` names."""
     from qa_finetune.modeling.cpu_threads import default_passes, share_cores
-    from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.app import create_app
     from qa_finetune.serving.open_answering import open_index
     from qa_finetune.serving.service import AnswerService
 
     passes = settings.passes or default_passes()
     threads = share_cores(passes)  # before the model loads: TensorFlow fixes its pools then
-    answerer = load_answerer(reference, backend, settings.max_batch, quantized)
+    named = NamedModel.of(reference)
+    answerer = load_answerer(named, backend, settings.max_batch, quantized)
     answerer.answer_below(settings.min_confidence)
     settings = dataclasses.replace(settings, max_batch=answerer.settings.batch_size, passes=passes)
     shown = (settings.max_batch, passes, threads, "" if threads == 1 else "s")
     log.info("serving with --max-batch %d, --passes %d (%d thread%s each)", *shown)
     retriever = index or open_index(settings.index, settings.retriever)
     service = AnswerService(answerer, settings, retriever=retriever)
-    return create_app(service, resolve_model_dir(reference))
+    return create_app(service, named.model_dir)
 
 
 def app_from_environment() -> Any:
@@ -168,15 +173,17 @@ def app_from_environment() -> Any:
     raw = json.loads(os.environ[_ENV])
     url = raw.pop("url")
     raw["cors_origins"] = tuple(raw["cors_origins"])
-    reference, backend, quantized = raw.pop("reference"), raw.pop("backend"), raw.pop("quantized")
-    app = build_app(reference, backend, ServeSettings(**raw), quantized)
+    # The parent named the model: a worker takes its folder as it is, not resolving it again.
+    named = NamedModel(raw.pop("reference"), Path(raw.pop("model_dir")))
+    backend, quantized = raw.pop("backend"), raw.pop("quantized")
+    app = build_app(named, backend, ServeSettings(**raw), quantized)
     # The parent listens already: a worker is ready once its lifespan has started.
     app.state.ready_line = f"{ready_line(url, app.state.model_info)} [worker {os.getpid()}]"
     return app
 
 
 def serve(
-    reference: str,
+    reference: str | NamedModel,
     host: str = "127.0.0.1",
     port: int = 8000,
     backend: str = "auto",
@@ -208,7 +215,7 @@ def serve(
     from qa_finetune.serving.service import ServeSettings
 
     settings = ServeSettings(
-        model_name=model_name(reference),
+        model_name=model_name(str(reference)),
         max_batch=max_batch,
         # Worker processes already run their passes side by side: one each unless asked.
         passes=1 if passes is None and workers > 1 else passes,
@@ -229,12 +236,12 @@ def serve(
     )
     _check_limits(settings, workers, max_connections, backend)
     _check_port(host, port)
-    opened = _check_inputs(reference, backend, quantized, settings)
+    opened, named = _check_inputs(reference, backend, quantized, settings)
     options = uvicorn_options(host, port, read_timeout, max_connections)
     if workers > 1:
-        _run_workers(reference, backend, settings, workers, options, quantized)
+        _run_workers(named, backend, settings, workers, options, quantized)
         return
-    _run_until_stopped(build_app(reference, backend, settings, quantized, opened), options)
+    _run_until_stopped(build_app(named, backend, settings, quantized, opened), options)
 
 
 def _check_limits(settings: Any, workers: int, max_connections: int, backend: str) -> None:
@@ -250,21 +257,23 @@ def _check_limits(settings: Any, workers: int, max_connections: int, backend: st
     _check_backend(backend)
 
 
-def _check_inputs(reference: str, backend: str, quantized: bool, settings: Any) -> Any:
-    """One line for a bad index, reference or missing int8 model, before any model loads."""
+def _check_inputs(
+    reference: str | NamedModel, backend: str, quantized: bool, settings: Any
+) -> tuple[Any, NamedModel]:
+    """One line for a bad index, reference or missing int8 model, before any model loads;
+    the index opened and the model named, each once."""
     from qa_finetune.modeling.formats import choose_backend
-    from qa_finetune.modeling.reference import resolve_model_dir
     from qa_finetune.serving.open_answering import open_index
 
     opened = open_index(settings.index, settings.retriever)
-    model_dir = resolve_model_dir(reference)
+    named = NamedModel.of(reference)
     if quantized:
-        choose_backend(model_dir, backend, quantized)
-    return opened
+        choose_backend(named.model_dir, backend, quantized)
+    return opened, named
 
 
 def _run_workers(
-    reference: str,
+    named: NamedModel,
     backend: str,
     settings: Any,
     workers: int,
@@ -277,7 +286,8 @@ def _run_workers(
     url = server_url(options["host"], options["port"])
     os.environ[_ENV] = json.dumps(
         {
-            "reference": reference,
+            "reference": named.given,
+            "model_dir": str(named.model_dir),
             "backend": backend,
             "quantized": quantized,
             "url": url,
