@@ -190,7 +190,7 @@ def _check_unseen(model: NamedModel, data: str, max_samples: int | None, allow_s
     on more than 5%, unless ``allow_seen``: fitted there, the confidence is over-confident."""
     from qa_finetune.data.seen_data import check_unseen
     from qa_finetune.evaluation.evaluate import load_examples
-    from qa_finetune.evaluation.seen_questions import seen_by_model
+    from qa_finetune.runs.training_data_file import seen_by_model
 
     examples = load_examples(data, None, allow_no_answer=True, max_samples=max_samples)
     seen = seen_by_model(model.model_dir, examples.records)

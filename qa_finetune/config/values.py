@@ -1,6 +1,7 @@
 """Single config values and files: the one-line ``ConfigError``, range checks, a value checked
 against its field's type, a YAML config file read, a ``--set`` assignment parsed, nested values
-merged. ``config`` builds its sections and the resolved config on these.
+merged, the one range every seed is checked against. ``config`` builds its sections and the
+resolved config on these.
 """
 
 from __future__ import annotations
@@ -298,3 +299,12 @@ def run_name_problem(name: str | None) -> str | None:
     if len(name.encode("utf-8", "surrogatepass")) > _MAX_RUN_NAME_BYTES:
         return f"must be at most {_MAX_RUN_NAME_BYTES} bytes long, {shown}"
     return None
+
+
+def seed_problem(seed: int) -> str | None:
+    """Why ``seed`` cannot seed NumPy's generator, which takes [0, 2**32), if so: the one check
+    of ``train.seed`` and of every ``--seed``."""
+    if 0 <= seed < 2**32:
+        return None
+    shown = str(seed) if abs(seed) < 10**30 else f"an integer of {len(str(abs(seed)))} digits"
+    return f"must be in [0, 4294967295], got {shown}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qa_finetune.config import Config, DataConfig
-from qa_finetune.config.seeds import seed_problem
+from qa_finetune.config.values import seed_problem
 from qa_finetune.crossval.fold_files import make_folds, squad_json, training_records
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.files import json_bytes, write_files_together

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config import Config, apply_overrides
-from qa_finetune.config.seeds import seed_problem
-from qa_finetune.config.values import run_name_problem
+from qa_finetune.config.values import run_name_problem, seed_problem
 from qa_finetune.crossval.fold_files import (
     FoldFiles,
     choose_grouping,

@@ -96,11 +96,11 @@ def open_calibration_of(
     from qa_finetune.evaluation.evaluate import load_examples
     from qa_finetune.evaluation.open_evaluation import collection_of, read_passages, spread_sample
     from qa_finetune.evaluation.open_retrievers import add_embeddings
-    from qa_finetune.evaluation.seen_questions import seen_by_model
     from qa_finetune.metrics import v2_question_scores
     from qa_finetune.modeling.for_answering import load_for_answering
     from qa_finetune.modeling.scoring import references
     from qa_finetune.runs.lookup import trained_with_no_answer
+    from qa_finetune.runs.training_data_file import seen_by_model
 
     everything = load_examples(data, None, "validation", allow_no_answer=True)
     # A question without an answer in its own paragraph may still be answered by another

@@ -33,7 +33,6 @@ from qa_finetune.evaluation.results import (
     write_predictions,
     written_by_evaluate,
 )
-from qa_finetune.evaluation.seen_questions import seen_by_model
 from qa_finetune.files import check_file
 from qa_finetune.files.provenance import file_sha256, public_source
 from qa_finetune.modeling.cpu_threads import shared_passes
@@ -42,6 +41,7 @@ from qa_finetune.modeling.scoring import references, score
 from qa_finetune.runs.ownership import check_output_folder
 from qa_finetune.runs.paths import EVAL_DIR, RunPaths
 from qa_finetune.runs.targets import check_files_in_folder
+from qa_finetune.runs.training_data_file import seen_by_model
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ Every distinct context of the file becomes one passage of an index in memory; ea
 is searched there and the reader reads its ``top_passages`` best passages (the same choice
 across passages as ``ask --index``). Reported beside each other, for the same questions and
 model: retrieval recall@1/5/20 of the gold paragraph, end-to-end EM/F1, and EM/F1 when the
-gold paragraph is given (the ordinary evaluation).
+gold paragraph is given (the ordinary evaluation), with how trustworthy the confidence of
+the answers found is (``open_confidence_figures``) and the table ``evaluate --open`` prints.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from qa_finetune.decoding.across_passages import (
     choose_across_passages,
     reads_more,
 )
-from qa_finetune.evaluation.open_confidence_figures import open_confidence_figures
 from qa_finetune.evaluation.passage_readings import passage_readings
 from qa_finetune.evaluation.question_reading import predict_and_score
+from qa_finetune.modeling.named_model import NamedModel
 from qa_finetune.modeling.scoring import references, score
 from qa_finetune.retrieval.passage_index import PassageIndex
 from qa_finetune.retrieval.retriever import Hit
@@ -178,7 +179,7 @@ def open_scores(
 
 
 def evaluate_open(
-    model_ref: str | None,
+    model_ref: str | NamedModel | None,
     data: str,
     report_dir: Any = None,
     allow_no_answer: bool = False,
@@ -229,7 +230,7 @@ def evaluate_open(
         "open_f1_of_gold": round(100.0 * figures["open_f1"] / gold_f1, 2) if gold_f1 else None,
         "data": everything.source,
         "questions": len(questions),
-        "model": reference,
+        "model": str(reference),
         "version_2": allow_no_answer,
         "features": windows,
         **plain._answering_settings(loaded, loading.get("quantized", False)),
@@ -237,3 +238,81 @@ def evaluate_open(
     }
     examples = dataclasses.replace(everything, records=questions, negatives=None)
     return finish(metrics, examples, predictions.answers, report_dir, allow_no_answer)
+
+
+def open_confidence_figures(
+    calibration: Any,
+    confidences: dict[str, FoundConfidence],
+    gold: dict[str, list[str]],
+    retriever: str | None,
+) -> dict[str, Any]:
+    """How trustworthy the confidence of the answers found by search is (ECE, AUROC, the
+    risk-coverage area; ``calibration.metrics``), beside the passage confidence
+    alone, on every question answered (before any "not sure"); {} for an uncalibrated model."""
+    from qa_finetune.calibration.metrics import summary
+    from qa_finetune.metrics import v2_question_scores
+
+    if calibration is None or not confidences:
+        return {}
+    ids = list(confidences)
+    judged = [v2_question_scores(confidences[i].text, gold[i]) for i in ids]
+    correct = np.array([exact == 1.0 for exact, _ in judged])
+    f1 = np.array([overlap for _, overlap in judged], dtype=np.float64)
+    used = np.array([confidences[i].confidence for i in ids])
+    passage = np.array([confidences[i].passage for i in ids])
+    opened = calibration.open is not None and calibration.open.applies_to(retriever)
+
+    def kept(values: np.ndarray) -> dict[str, Any]:
+        figures = summary(values, correct, f1)
+        keys = ("ece", "auroc", "risk_coverage_area", "mean_confidence", "accuracy")
+        return {key: figures[key] for key in keys}
+
+    return {
+        "open_confidence": {
+            "answered": len(ids),
+            "from": "open calibration" if opened else "passage calibration",
+            **kept(used),
+            "passage_confidence": kept(passage),
+        }
+    }
+
+
+def open_table(metrics: dict[str, Any]) -> str:
+    """The open evaluation beside the gold-paragraph one, as a small table."""
+    rows = [
+        (
+            "retrieval recall@1 / @5 / @20",
+            " / ".join(f"{metrics[f'recall@{k}']:.2f}" for k in RECALL_AT),
+        ),
+        ("gold paragraph: EM / F1", f"{metrics['exact_match']:.2f} / {metrics['f1']:.2f}"),
+        (
+            f"open, top {metrics['top_passages']} of {metrics['passages']} passages: EM / F1",
+            f"{metrics['open_exact_match']:.2f} / {metrics['open_f1']:.2f}",
+        ),
+        ("open F1 as % of gold F1", f"{metrics['open_f1_of_gold']}"),
+    ]
+    if "open_not_sure" in metrics:
+        shown = f"{metrics.get('not_sure', 0)} / {metrics['open_not_sure']}"
+        rows.append((f"not sure (below {metrics['min_confidence']}): gold / open", shown))
+    trust = metrics.get("open_confidence")
+    if trust:
+        passage = trust["passage_confidence"]
+        rows.append(
+            (
+                f"open confidence ({trust['from']}): ECE / AUROC",
+                f"{trust['ece']:.3f} / {_auroc(trust)} (passage alone {passage['ece']:.3f} / "
+                f"{_auroc(passage)}, {trust['answered']} answers)",
+            )
+        )
+    if len(metrics.get("retrievers", {})) > 1:
+        from qa_finetune.evaluation.open_retrievers import retriever_rows
+
+        rows[0] = (f"{metrics['retriever']}: " + rows[0][0], rows[0][1])
+        rows += retriever_rows(metrics)
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def _auroc(figures: dict[str, Any]) -> str:
+    # None when every answer was right, or every one wrong: nothing to rank.
+    return "-" if figures["auroc"] is None else f"{figures['auroc']:.3f}"

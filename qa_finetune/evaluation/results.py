@@ -12,10 +12,10 @@ from typing import Any
 from qa_finetune.evaluation.by_title import TITLES_FILE, title_scores, write_title_scores
 from qa_finetune.evaluation.confidence_report import CONFIDENCE_FILES
 from qa_finetune.evaluation.report import scored_rows, write_report
-from qa_finetune.evaluation.seen_questions import seen_row
 from qa_finetune.files import write_json
 from qa_finetune.runs.ownership import has_marker, is_run_directory, write_marker
 from qa_finetune.runs.paths import EVAL_DIR
+from qa_finetune.runs.training_data_file import seen_row
 from qa_finetune.tables import format_table
 
 log = logging.getLogger(__name__)

@@ -1,12 +1,15 @@
 """How a data file is named where a model says what it was fitted on: by its base name and
 its sha256, never its folder (a folder describes the machine, not the model, and reaches
-clients through model cards, ``qa_config.json`` and ``GET /v1/model``)."""
+clients through model cards, ``qa_config.json`` and ``GET /v1/model``). Public files name
+data and models by file name or a relative path inside the project, never by an absolute
+path, a home directory or a path that climbs out with ``..`` (``public_values``)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from pathlib import Path
+from typing import Any
 
 # Bytes read at a time while hashing: large data files are never held in memory whole.
 _CHUNK = 1 << 20
@@ -49,3 +52,14 @@ def public_path(text: str) -> str:
     ``a.json,/tmp/b.json`` becomes ``a.json,b.json``; ``data/train.json`` and Hub ids stay.
     """
     return _LOCAL_PATH.sub(_name, text)
+
+
+def public_values(value: Any) -> Any:
+    """A copy of nested dicts/lists/strings with ``public_path`` applied to every string."""
+    if isinstance(value, str):
+        return public_path(value)
+    if isinstance(value, dict):
+        return {key: public_values(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [public_values(item) for item in value]
+    return value

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.publish.public_paths import public_values
+from qa_finetune.files.provenance import public_values
 from qa_finetune.runs.paths import RunPaths
 
 TAGS = ["question-answering", "extractive-qa", "tensorflow", "qa-finetune"]

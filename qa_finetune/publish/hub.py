@@ -22,12 +22,12 @@ import yaml
 
 from qa_finetune.config.hub_ids import MAX_NAME_LENGTH, is_hub_id
 from qa_finetune.errors import QAFinetuneError
+from qa_finetune.files.provenance import public_path, public_values
 from qa_finetune.modeling.families import LOADABLE_WEIGHTS, TOKENIZER_ANCHORS
 from qa_finetune.modeling.formats import SERVING
 from qa_finetune.modeling.formats.qa_config import QA_CONFIG
 from qa_finetune.publish.hub_access import explain_failure, hub_endpoint, resolve_token
 from qa_finetune.publish.model_card import build_model_card
-from qa_finetune.publish.public_paths import public_path, public_values
 from qa_finetune.runs.ownership import MARKERS, STAGING_MARKER, check_replaceable, write_marker
 from qa_finetune.runs.paths import (
     CONFIG_FILE,

@@ -16,6 +16,7 @@ import yaml
 
 from qa_finetune.config import DEFAULT_MODEL
 from qa_finetune.config.hub_ids import is_hub_id
+from qa_finetune.files.provenance import public_values
 from qa_finetune.publish.card_confidence import confidence_lines
 from qa_finetune.publish.card_data import (
     Measurement,
@@ -30,7 +31,6 @@ from qa_finetune.publish.card_data import (
     recipe_table,
     results_table,
 )
-from qa_finetune.publish.public_paths import public_values
 from qa_finetune.runs.lookup import recorded_config
 from qa_finetune.runs.paths import RunPaths
 

@@ -4,14 +4,19 @@ Training writes it into the run directory (its own data, its replay data and the
 the run it started from); ``export`` copies it beside ``qa_config.json`` into every export
 folder, and ``push`` to the root of the uploaded model. A model folder's record is its own
 file, else its run's; a model with neither (a run trained before the record existed, a model
-from the Hub) has unknown training data.
+from the Hub) has unknown training data. ``seen_by_model`` holds the record against the
+questions a command scores or fits on (``data/seen_data``): ``evaluate`` and ``interpolate``
+report it, ``calibrate`` refuses data mostly trained on.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
+from qa_finetune.data.seen_data import UNKNOWN, SeenReport, report_from_dict, seen_report
 from qa_finetune.data.training_fingerprint import (
     TrainingDataError,
     TrainingFingerprint,
@@ -87,3 +92,28 @@ def with_parent(
         if path is not None:
             return own.union(read_training_data(path))
     return own.with_unknown(name or Path(parent).name)
+
+
+ROW = "trained on"
+
+
+def seen_by_model(model_dir: Path, records: Iterable[Mapping[str, Any]]) -> SeenReport:
+    """How many of ``records`` the model in ``model_dir`` trained on (unknown without a
+    record)."""
+    return seen_report(model_training_data(model_dir), records)
+
+
+def seen_row(metrics: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The row of ``evaluate``'s table, from ``metrics["training_data"]``."""
+    values = metrics.get("training_data")
+    return None if values is None else (ROW, report_from_dict(values).describe())
+
+
+def seen_line(metrics: Mapping[str, Any]) -> str:
+    """ "trained on: N of M questions ..." from ``metrics["training_data"]``, or "training
+    data unknown"."""
+    values = metrics.get("training_data")
+    seen = report_from_dict(values) if values is not None else None
+    if seen is None or not seen.known:
+        return UNKNOWN
+    return f"{ROW}: {seen.describe()}"
