@@ -26,7 +26,7 @@ def _models(tiny_model_dir: Path, count: int) -> list[Any]:
 
 
 def test_average_of_three_is_numpys_mean(tiny_model_dir: Path) -> None:
-    from qa_finetune.modeling.weight_average import average_models
+    from qa_finetune.modeling.interpolation import average_models
 
     models = _models(tiny_model_dir, 3)
     weights = [model.get_weights() for model in models]
@@ -40,7 +40,7 @@ def test_average_of_three_is_numpys_mean(tiny_model_dir: Path) -> None:
 
 
 def test_one_model_is_its_own_mean_and_none_is_refused(tiny_model_dir: Path) -> None:
-    from qa_finetune.modeling.weight_average import average_models
+    from qa_finetune.modeling.interpolation import average_models
 
     (model,) = _models(tiny_model_dir, 1)
     before = model.get_weights()
@@ -52,8 +52,8 @@ def test_one_model_is_its_own_mean_and_none_is_refused(tiny_model_dir: Path) -> 
 
 
 def test_models_of_other_shapes_are_refused(tiny_model_dir: Path, family_model_dir: Any) -> None:
+    from qa_finetune.modeling.interpolation import average_models
     from qa_finetune.modeling.loading import load_qa_model
-    from qa_finetune.modeling.weight_average import average_models
 
     bert = _models(tiny_model_dir, 1)[0]
     other = load_qa_model(family_model_dir("distilbert"))

@@ -63,10 +63,10 @@ def scratch_run(run: Path, snapshots: Path, step: int, work: Path) -> Path:
 
 def averaged_model(folders: list[Path], target: Path) -> Path:
     """The element-wise mean of the weights of ``folders`` (same architecture, checked), saved."""
+    from qa_finetune.modeling.interpolation import average_models
     from qa_finetune.modeling.loading import load_qa_model
     from qa_finetune.modeling.reference import load_tokenizer
     from qa_finetune.modeling.saving import save_model_atomic
-    from qa_finetune.modeling.weight_average import average_models
 
     mean = average_models([load_qa_model(folder) for folder in folders])
     shutil.rmtree(target, ignore_errors=True)

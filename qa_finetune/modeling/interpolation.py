@@ -4,11 +4,14 @@ Fine-tuning on a narrow domain costs some general skill. Averaging the two model
 (``(1 - w) * base + w * tuned``, each variable alike: weight-space ensembling, as in
 WiSE-FT, Wortsman et al. 2022) keeps much of the domain's gain while giving some of the
 general skill back, without training; it works because the tuned model started from the
-base and stays close to it. Both models must have the same architecture variable for variable.
+base and stays close to it. Both models must have the same architecture variable for
+variable. ``average_models`` takes the mean of several (checkpoint averaging, a "uniform
+soup") as a running mean, one interpolation per model, each checked against the mean so far.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -68,3 +71,15 @@ def interpolate_weights(base: Any, tuned: Any, weight: float) -> None:
     # Every check passed and every value computed before the first assignment.
     for key, variable in tuned_vars.items():
         variable.assign(mixed[key].astype(variable.dtype.as_numpy_dtype))
+
+
+def average_models(models: Sequence[Any]) -> Any:
+    """The last of ``models`` with every variable set to the mean of all of them (the others
+    after the first are overwritten with running means); returns it."""
+    if not models:
+        raise InterpolationError("no models to average: give at least one checkpoint")
+    mean = models[0]
+    for count, model in enumerate(models[1:], start=2):
+        interpolate_weights(mean, model, 1.0 / count)
+        mean = model
+    return mean
