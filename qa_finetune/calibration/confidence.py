@@ -33,6 +33,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from qa_finetune.calibration.logistic import (
     learned_nothing,
     log_loss,
     predict,
+    read_weights,
     score_logit,
     sigmoid,
     standardised_fit,
@@ -220,14 +222,8 @@ class Calibration:
         names = values.get("features")
         if not isinstance(names, list) or not names or any(n not in FEATURES for n in names):
             raise damaged(source, "'features' must name some of the calibration features")
-        numbers = {k: _numbers(values.get(k), len(names), k, source) for k in ("mean", "scale")}
-        if any(s <= 0 for s in numbers["scale"]):
-            raise damaged(source, "'scale' must be positive")
-        weights = _numbers(values.get("weights"), len(names), "weights", source)
-        (bias,) = _numbers([values.get("bias")], 1, "bias", source)
-        return cls(
-            method, 1.0, tuple(names), numbers["mean"], numbers["scale"], weights, bias, **extra
-        )
+        mean, scale, weights, bias = read_weights(values, len(names), partial(damaged, source))
+        return cls(method, 1.0, tuple(names), mean, scale, weights, bias, **extra)
 
 
 def _provenance(values: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -14,8 +14,9 @@ to its fitted range when applied, and an answer whose features were clipped is f
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -214,27 +215,37 @@ class FeatureLogistic:
         if values.get("features") != list(features):
             raise damaged(where, f"'features' must be {list(features)}")
         width = len(features)
-        numbers = {}
-        for key, length in (("mean", width), ("scale", width), ("weights", width), ("bias", 1)):
-            read = finite_numbers(values.get(key) if key != "bias" else [values.get(key)], length)
-            if read is None:
-                raise damaged(where, f"{key!r} must be {length} finite number(s)")
-            numbers[key] = read
-        if any(s <= 0 for s in numbers["scale"]):
-            raise damaged(where, "'scale' must be positive")
+        mean, scale, weights, bias = read_weights(values, width, partial(damaged, where))
         fitted_on, compared = values.get("fitted_on"), values.get("compared")
         warnings = values.get("warnings")
         return cls(
             features,
-            numbers["mean"],
-            numbers["scale"],
-            numbers["weights"],
-            numbers["bias"][0],
+            mean,
+            scale,
+            weights,
+            bias,
             dict(fitted_on) if isinstance(fitted_on, Mapping) else {},
             dict(compared) if isinstance(compared, Mapping) else {},
             tuple(str(w) for w in warnings) if isinstance(warnings, list) else (),
             FittedRange.from_dict(values.get("range"), width, where),
         )
+
+
+def read_weights(
+    values: Mapping[str, Any], width: int, refuse: Callable[[str], Exception]
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], float]:
+    """A saved standardised logistic's ``mean``, ``scale`` and ``weights`` (``width`` finite
+    numbers each, every scale positive) and ``bias``; ``refuse(why)`` is the error raised for
+    the first that is not (each file kind names its own fix)."""
+    numbers = {}
+    for key, length in (("mean", width), ("scale", width), ("weights", width), ("bias", 1)):
+        read = finite_numbers(values.get(key) if key != "bias" else [values.get(key)], length)
+        if read is None:
+            raise refuse(f"{key!r} must be {length} finite number(s)")
+        numbers[key] = read
+    if any(s <= 0 for s in numbers["scale"]):
+        raise refuse("'scale' must be positive")
+    return numbers["mean"], numbers["scale"], numbers["weights"], numbers["bias"][0]
 
 
 def matrix_of(rows: Sequence[Mapping[str, float]], features: Sequence[str]) -> np.ndarray:

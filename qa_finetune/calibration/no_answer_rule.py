@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from qa_finetune.calibration.logistic import FOLDS, finite_numbers, fit_logistic
+from qa_finetune.calibration.logistic import FOLDS, fit_logistic, read_weights
 from qa_finetune.calibration.metrics import rank_auc
 from qa_finetune.decoding.no_answer import null_gap_score
 from qa_finetune.decoding.no_answer_signals import SIGNALS
@@ -108,21 +109,8 @@ class NoAnswerRule:
         names = values.get("signals")
         if not isinstance(names, list) or not names or any(n not in SIGNALS for n in names):
             raise _damaged(source, f"'signals' must name some of {', '.join(SIGNALS)}")
-        numbers = {
-            key: _numbers(values.get(key), len(names), key, source)
-            for key in ("mean", "scale", "weights")
-        }
-        if any(s <= 0 for s in numbers["scale"]):
-            raise _damaged(source, "'scale' must be positive")
-        bias = _numbers([values.get("bias")], 1, "bias", source)[0]
-        return cls(kind, tuple(names), numbers["mean"], numbers["scale"], numbers["weights"], bias)
-
-
-def _numbers(value: Any, length: int, key: str, source: str) -> tuple[float, ...]:
-    numbers = finite_numbers(value, length)
-    if numbers is None:
-        raise _damaged(source, f"{key!r} must be {length} finite number(s)")
-    return numbers
+        mean, scale, weights, bias = read_weights(values, len(names), partial(_damaged, source))
+        return cls(kind, tuple(names), mean, scale, weights, bias)
 
 
 def _damaged(source: str, why: str) -> NoAnswerRuleError:
