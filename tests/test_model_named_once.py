@@ -67,7 +67,7 @@ def test_ask_and_evaluate_resolve_their_model_once(
     assert asked.exit_code == 0, asked.output
     assert calls == [str(run)]
     calls.clear()
-    data = str(sample_data_path("unanswerable"))
+    data = str(sample_data_path("validation"))
     report = tmp_path / "report"
     scored = CliRunner().invoke(
         app, ["evaluate", "--model", str(run), "--data", data, "--report-dir", str(report)]
