@@ -125,6 +125,8 @@ def _recording_train(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None
     return calls
 
 
+# Among the slowest of the fast suite (a tiny model trained or served end to end): make test-slow.
+@pytest.mark.slow
 def test_an_interrupted_crossval_continues_without_redoing_finished_folds(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,6 +27,8 @@ CONTEXT = "The Verrin Bay Bridge was designed by Alma Stroud and opened in 1931.
 QUESTION = "Who designed the Verrin Bay Bridge?"
 
 
+# Among the slowest of the fast suite (a tiny model trained or served end to end): make test-slow.
+@pytest.mark.slow
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(tiny_model_dir: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -37,6 +37,8 @@ def base_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return train(_config(tiny_model_dir, tmp_path_factory.mktemp("base")))
 
 
+# Among the slowest of the fast suite (a tiny model trained or served end to end): make test-slow.
+@pytest.mark.slow
 def test_an_epoch_dataset_override_trains_end_to_end_and_resumes(
     base_run: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -123,6 +123,8 @@ def test_a_resumed_run_spaces_from_its_last_validation() -> None:
     assert cadence.due_at_epoch_end(50)
 
 
+# Among the slowest of the fast suite (a tiny model trained or served end to end): make test-slow.
+@pytest.mark.slow
 def test_a_tiny_run_of_one_step_epochs_validates_a_tenth_of_them(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

@@ -121,6 +121,8 @@ def test_decay_out_of_range_is_refused(value: float) -> None:
     )
 
 
+# Among the slowest of the fast suite (a tiny model trained or served end to end): make test-slow.
+@pytest.mark.slow
 def test_a_resumed_run_continues_the_average(tiny_model_dir: Path, tmp_path: Path) -> None:
     """Killed after the checkpoint of step 2, the resumed run's average has all 3 updates
     and scores as the uninterrupted run's does (the shadows live in the checkpoint)."""
