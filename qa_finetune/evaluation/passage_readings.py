@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from qa_finetune.decoding.across_passages import PassageReading, passage_share
+from qa_finetune.decoding import across_passages
+from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.modeling.scoring import predict_and_decode
 from qa_finetune.retrieval.retriever import Hit
 
@@ -38,25 +39,12 @@ def passage_readings(
         return readings
     predictions = _read(loaded, pairs)
     retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
-    for pair_id, nbest in predictions.nbest.items():
+    for pair_id in predictions.nbest:
         question_id, place = pair_id.rsplit(_PAIR, 1)
-        if not nbest:
-            continue
-        best = nbest[0]
-        null = best["score"] + predictions.null_score_diff[pair_id]  # the passage's null
-        readings[question_id].append(
-            PassageReading(
-                int(place),
-                best["text"],
-                best["start"],
-                best["end"],
-                best["score"],
-                predictions.no_answer_score.get(pair_id, float("inf")),
-                null,
-                retrieval[question_id][int(place) - first_place],
-                predictions.signals.get(pair_id),
-                passage_share(best["score"], [c["score"] for c in nbest], null),
-            )
+        score = retrieval[question_id][int(place) - first_place]
+        # The best span of each passage: the choice across passages weighs one per passage.
+        readings[question_id] += across_passages.passage_readings(
+            predictions, pair_id, int(place), score, top_k=1
         )
     return readings
 
