@@ -221,6 +221,10 @@ def test_recording_an_older_cache_removes_only_its_own_scratch_folder(
     values["model"]["name_or_path"] = str(parent / "model")
     config = Config.from_dict(values)
     cache = prepare(config).cache_dir
+    # The record removed here is the one prepare just wrote in this test's own output root:
+    # never a cache, run or folder outside it.
+    assert cache.resolve().is_relative_to(parent.parent.resolve()), cache
+    assert cache.parent.name == "features"
     (cache / "training_data.json").unlink()
     root = tmp_path / "tmp-root"
     (root / "someone-elses").mkdir(parents=True)
