@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qa_finetune.cli.app import app
-from qa_finetune.modeling.encoder_saving import TUNING_RECORD
+from qa_finetune.modeling.saving import TUNING_RECORD
 from qa_finetune.modeling.sentence_encoder import SentenceEncoder
 from qa_finetune.retrieval.bm25 import TextTokenizer
 from qa_finetune.retrieval.passages import split_passages

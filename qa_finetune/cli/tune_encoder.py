@@ -111,7 +111,7 @@ def _check_output(output: Path, overwrite: bool) -> None:
     if output.is_dir() and any(output.iterdir()) and not overwrite:
         fail(f"--output {output} is not empty: name a new folder, or add --overwrite")
     if overwrite:  # replaced only when this command made it (never a run or output root)
-        from qa_finetune.modeling.encoder_saving import TUNING_RECORD
+        from qa_finetune.modeling.saving import TUNING_RECORD
         from qa_finetune.runs.ownership import check_replaceable
 
         check_replaceable(output, TUNING_RECORD, "qa-finetune tune-encoder", "--output")

@@ -1,7 +1,17 @@
-"""A model folder written whole: ``save_pretrained`` of model and tokenizer, swapped in."""
+"""Model folders written whole or not at all (staged beside the target, then swapped in): a
+QA model's (``save_pretrained`` of model and tokenizer) and a tuned sentence encoder's.
+
+A tuned encoder's folder keeps its base's sentence-transformers files (``modules.json``, the
+pooling and length settings), so ``index --encoder`` here and ``SentenceTransformer(folder)``
+in PyTorch read it as they read the base; the weights are ``model.safetensors`` in PyTorch
+names (checked by a round trip, no torch needed), the tokenizer is the base's, and
+``tuning.json`` says what it was tuned on and how well it finds passages before and after.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +45,42 @@ def save_model_atomic(
         if pytorch_weights:
             save_pytorch_safetensors(model, staging)
     return target
+
+
+TUNING_RECORD = "tuning.json"
+# Files of the base folder that describe the base, not the tuned encoder: its weights (written
+# anew), its model card and training-data notes, and a record of an earlier tuning.
+_NOT_CARRIED = {
+    "model.safetensors",
+    "tf_model.h5",
+    "pytorch_model.bin",
+    "flax_model.msgpack",
+    "rust_model.ot",
+    "README.md",
+    "data_config.json",
+    ".gitattributes",
+    TUNING_RECORD,
+}
+_NOT_CARRIED_FOLDERS = {"onnx", "openvino", ".cache"}
+
+
+def save_sentence_encoder(
+    model: Any, tokenizer: Any, base: Path, target: Path, record: dict[str, Any]
+) -> Path:
+    """Write the tuned ``model`` to ``target`` with ``base``'s sentence-transformers files."""
+    with staged_folder(Path(target)) as staging:
+        for item in Path(base).iterdir():
+            if item.is_dir() and item.name not in _NOT_CARRIED_FOLDERS:
+                shutil.copytree(item, staging / item.name)
+            elif item.is_file() and item.name not in _NOT_CARRIED:
+                shutil.copy2(item, staging / item.name)
+        # config.json as save_pretrained writes it, naming the PyTorch class.
+        model.config.architectures = [type(model).__name__.removeprefix("TF")]
+        model.config.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        # The pooler too: the base's file has it, and a loader that wants every weight
+        # (this one's, PyTorch's AutoModel) would otherwise miss it.
+        save_pytorch_safetensors(model, staging, keep_pooler=True)
+        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        (staging / TUNING_RECORD).write_text(text, encoding="utf-8")
+    return Path(target)

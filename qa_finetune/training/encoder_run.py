@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.errors import QAFinetuneError
-from qa_finetune.modeling.encoder_saving import save_sentence_encoder
 from qa_finetune.modeling.profile_cache import cpu_model
 from qa_finetune.modeling.reference import resolve_model_dir
+from qa_finetune.modeling.saving import save_sentence_encoder
 from qa_finetune.modeling.sentence_encoder import SentenceEncoder
 from qa_finetune.retrieval.bm25 import TextTokenizer
 from qa_finetune.retrieval.training_pairs import PairSet, hard_negatives, question_pairs, recall_at
