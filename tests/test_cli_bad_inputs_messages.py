@@ -21,7 +21,7 @@ from bad_input_files import digests
 from test_publish_hub import REPO_ID, TOKEN, make_run_dir
 from typer.testing import CliRunner
 
-from qa_finetune.cli import ask_model
+from qa_finetune.cli import ask as ask_command
 from qa_finetune.cli.app import app
 from qa_finetune.cli.terminal import visible
 from qa_finetune.errors import scrub_secrets
@@ -247,7 +247,7 @@ class _FakeAnswerer:
 @pytest.fixture
 def fake_answerer(monkeypatch: pytest.MonkeyPatch) -> None:
     # The model is found and loaded through the public names the command calls.
-    monkeypatch.setattr(ask_model, "model_on_backend", lambda *a, **k: "model")
+    monkeypatch.setattr(ask_command, "model_on_backend", lambda *a, **k: "model")
     monkeypatch.setattr(QuestionAnswerer, "load", lambda *a, **k: _FakeAnswerer())
 
 

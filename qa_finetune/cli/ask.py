@@ -1,12 +1,13 @@
 """``qa-finetune ask``: answer one question, or a JSON Lines file of them (``--batch``), from a
-context or, with ``--index``, from indexed documents (``cli/ask_index``)."""
+context or, with ``--index``, from indexed documents (``cli/ask_index``), with the model named
+(else the latest run) on its backend."""
 
 from __future__ import annotations
 
 import json
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,7 +21,6 @@ from qa_finetune.cli.ask_index import (
     ask_from_index,
     check_index_options,
 )
-from qa_finetune.cli.ask_model import load_answerer
 from qa_finetune.cli.context_input import read_context
 from qa_finetune.cli.logs import show_library_logs
 from qa_finetune.cli.options import (
@@ -37,11 +37,16 @@ from qa_finetune.cli.options import (
     check_passes,
     check_threshold,
     friendly_errors,
+    model_on_backend,
     share_cores_among,
 )
 from qa_finetune.decoding.across_passages import DEFAULT_TOP_PASSAGES
 from qa_finetune.errors import QAFinetuneError
 from qa_finetune.inference.inputs import DEFAULT_MAX_CONTEXT_CHARS, check_context_length
+
+if TYPE_CHECKING:
+    from qa_finetune.inference.answerer import QuestionAnswerer
+import os
 
 QuestionArgument = Annotated[str | None, typer.Argument(help="The question.")]
 ContextOption = Annotated[str | None, typer.Option("--context", help="Context text.")]
@@ -280,3 +285,47 @@ def _print_answers(answers: list[dict[str, Any]], top_k: int, as_json: bool) -> 
     for rank, item in enumerate(answers, 1):
         prefix = f"{rank}. " if top_k > 1 else ""
         typer.echo(prefix + answer_line(item))
+
+
+def load_answerer(
+    model: str | None, output_dir: str | None, backend: str, **settings: Any
+) -> QuestionAnswerer:
+    """The model (default: the latest run under ``output_dir``) on its backend; a run that an
+    interrupted `train --overwrite` moved aside is named in the error or a note."""
+    if model is None:
+        model = _latest_run(output_dir)
+    aside = _replaced_note(model)
+    try:
+        named = model_on_backend(model, backend, output_dir, settings["quantized"])
+        from qa_finetune.inference.answerer import QuestionAnswerer
+
+        answerer = QuestionAnswerer.load(named, backend=backend, **settings)
+    except QAFinetuneError as exc:
+        if aside is None:
+            raise
+        raise QAFinetuneError(f"{exc}; {aside}") from exc
+    if aside is not None:
+        typer.echo(f"note: {aside}", err=True)
+    return answerer
+
+
+def _latest_run(output_dir: str | None) -> str:
+    """The latest run under ``output_dir``, named on stderr: an answer says which model gave
+    it (stdout keeps only the answers, for scripts)."""
+    from qa_finetune.runs.lookup import latest_run
+
+    run = str(latest_run(Path(output_dir or "outputs")))
+    typer.echo(f"model: {run} (the latest run; --model chooses another)", err=True)
+    return run
+
+
+def _replaced_note(model: str | None) -> str | None:
+    """The note on a run moved aside beside the run ``model`` names (RUN or RUN/model)."""
+    if model is None:
+        return None
+    from qa_finetune.runs import replaced
+    from qa_finetune.runs.paths import MODEL_DIR
+
+    path = Path(os.path.abspath(Path(model).expanduser()))
+    run_dir = path.parent if path.name == MODEL_DIR else path
+    return replaced.note(run_dir) if run_dir.name else None
