@@ -1,7 +1,13 @@
-"""``prepare``: load and validate data, build the features once and cache them by fingerprint."""
+"""``prepare``: load and validate data, build the features once and cache them by fingerprint.
+
+A run's other data, the general-domain files it replays (``data.replay_file``) and the extra
+validation sets it scores (``train.monitor_files``), is prepared as a run of that data alone
+would be (``replay_config``, ``monitor_configs``) and cached by its own fingerprint.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -9,18 +15,20 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from qa_finetune.config import Config
+from qa_finetune.config.sections import monitor_names
 from qa_finetune.config.values import FEATURES_DIR
-from qa_finetune.data.loading import LoadedData, check_files_exist, load_data
+from qa_finetune.data.loading import LoadedData, check_files_exist, load_data, split_paths
+from qa_finetune.data.records import DataError
 from qa_finetune.data.training_fingerprint import TrainingFingerprint
 from qa_finetune.features.labels import prepare_eval_features, prepare_train_features
 from qa_finetune.features.windows import WindowSpec, window_spec
+from qa_finetune.files import check_file
 from qa_finetune.libraries.compat import dataset_fingerprint, has_indices_mapping
 from qa_finetune.modeling.reference import (
     check_qa_head,
     load_tokenizer,
     resolve_model_dir,
 )
-from qa_finetune.training.extra_sources import check_monitor_files, monitor_configs, replay_config
 from qa_finetune.training.failures import disk_full_error, is_disk_full
 from qa_finetune.training.feature_cache import (
     REPORT_FILE,
@@ -271,3 +279,45 @@ def _prepare_extras(
         prepared.monitors[name] = (features.validation, features.validation_examples)
         count = len(features.validation)
         log.info("monitor %s: %d evaluation windows (%s)", name, count, features.cache_dir)
+
+
+# The data a run uses besides its own train and validation sets.
+
+
+def _with_data(config: Config, train_file: str | None, validation_file: str | None) -> Config:
+    """``config`` reading only these files: no Hub dataset, no held-out split, no sample
+    limit on training data, nothing replayed or monitored."""
+    data = dataclasses.replace(
+        config.data,
+        dataset=None,
+        train_file=train_file,
+        validation_file=validation_file,
+        validation_fraction=0.0,
+        max_train_samples=None,
+        replay_file=None,
+        replay_fraction=0.0,
+    )
+    train = dataclasses.replace(config.train, monitor_files=None)
+    return dataclasses.replace(config, data=data, train=train)
+
+
+def replay_config(config: Config) -> Config | None:
+    """The replay files as training data (windows labelled as the run's own), or None."""
+    if not config.data.replay_file:
+        return None
+    return _with_data(config, config.data.replay_file, None)
+
+
+def monitor_configs(config: Config) -> dict[str, Config]:
+    """Each monitor file, by name, as validation data (``data.max_eval_samples`` applies)."""
+    return {
+        name: _with_data(config, None, path)
+        for name, path in monitor_names(config.train.monitor_files)
+    }
+
+
+def check_monitor_files(config: Config) -> None:
+    """Fail before any work when a monitor file is missing (``data.check_files_exist`` checks
+    the replay files with the run's own)."""
+    for name in split_paths(config.train.monitor_files or ""):
+        check_file(Path(name), "data file", "train.monitor_files", DataError)
