@@ -96,7 +96,7 @@ def test_a_single_title_has_no_breakdown(tmp_path: Path) -> None:
 
 
 def test_no_titles_removes_only_the_earlier_titles_report(tmp_path: Path) -> None:
-    from qa_finetune.evaluation.by_title import TITLES_FILE, write_title_scores
+    from qa_finetune.evaluation.results import TITLES_FILE, write_title_scores
 
     (tmp_path / TITLES_FILE).write_text("title,count\nold,1\n", encoding="utf-8")
     (tmp_path / "mine.csv").write_text("keep", encoding="utf-8")

@@ -1,22 +1,26 @@
-"""What ``evaluate`` writes and prints: predictions, null odds, metrics, the report."""
+"""What ``evaluate`` writes and prints: predictions, null odds, metrics, the report, and the
+scores by article title (SubjQA's titles are its domains: each title's questions scored alone
+with the official scorer, ``report_titles.csv`` and a table)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qa_finetune.evaluation.by_title import TITLES_FILE, title_scores, write_title_scores
 from qa_finetune.evaluation.confidence_report import CONFIDENCE_FILES
 from qa_finetune.evaluation.report import scored_rows, write_report
-from qa_finetune.files import write_json
+from qa_finetune.files import write_json, write_text_atomic
+from qa_finetune.metrics import squad_v1, squad_v2
 from qa_finetune.runs.ownership import has_marker, is_run_directory, write_marker
 from qa_finetune.runs.paths import EVAL_DIR
 from qa_finetune.runs.training_data_file import seen_row
 from qa_finetune.tables import format_table
+
+TITLES_FILE = "report_titles.csv"  # EM / F1 of each title (SubjQA: each domain)
 
 log = logging.getLogger(__name__)
 
@@ -187,3 +191,46 @@ def finish(
     written = "report_groups.csv, report_titles.csv" if titles else "report_groups.csv"
     log.info(f"\nWrote {output_dir}/: metrics.json, report.csv, {written}, plot")
     return metrics
+
+
+_V2_KEYS = ("HasAns_total", "HasAns_exact", "HasAns_f1", "NoAns_total", "NoAns_exact", "NoAns_f1")
+
+
+def title_scores(
+    examples: Sequence[Mapping[str, Any]], answers: Mapping[str, str], allow_no_answer: bool
+) -> list[dict[str, Any]]:
+    """One row per title (in order of first appearance): count, EM, F1 and, for SQuAD v2,
+    HasAns/NoAns; empty when the data has a single title."""
+    golds: dict[str, dict[str, list[str]]] = {}
+    for example in examples:
+        title = str(example.get("title") or "")
+        golds.setdefault(title, {})[example["id"]] = list(example["answers"]["text"])
+    if len(golds) < 2:
+        return []
+    rows = []
+    for title, gold in golds.items():
+        predictions = {key: answers[key] for key in gold if key in answers}
+        if allow_no_answer:
+            scores = squad_v2(predictions, gold)
+            row = {"exact_match": scores["exact"], "f1": scores["f1"]}
+            row.update({key: scores[key] for key in _V2_KEYS})
+        else:
+            scores = squad_v1(predictions, gold)
+            row = {"exact_match": scores["exact_match"], "f1": scores["f1"]}
+        rows.append({"title": title or "(no title)", "count": len(gold), **row})
+    return rows
+
+
+def write_title_scores(rows: Sequence[Mapping[str, Any]], output_dir: Path) -> str:
+    """``report_titles.csv`` and the printable ``by_title`` table ("" without rows)."""
+    import pandas as pd
+
+    path = output_dir / TITLES_FILE
+    if not rows:
+        path.unlink(missing_ok=True)  # a report of earlier data must not stay beside this one
+        return ""
+    frame = pd.DataFrame.from_records(list(rows))
+    write_text_atomic(path, frame.to_csv(index=False, float_format="%.4f"))
+    scores = [c for c in frame.columns if c.endswith(("exact", "f1", "exact_match"))]
+    table = frame.to_string(index=False, formatters={c: "{:.1f}".format for c in scores})
+    return "EM / F1 by_title\n" + table
