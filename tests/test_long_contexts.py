@@ -261,12 +261,13 @@ def test_the_answer_is_chosen_across_passages_by_margin_and_bm25() -> None:
     from qa_finetune.decoding.long_context_choice import answers_across_passages
 
     text = "xx Alma yy, a Bo."
-    starts = (3, 12)  # "Alma yy," and "a Bo."
+    # The passages "Alma yy," and "a Bo.", at 3 and 12.
     predictions = _two_passages((-1.0, -6.0))
     # Equal retrieval: passage 1 (margin 6) wins; 3 BM25 points ahead, passage 0 does (1 + 2 x 3).
     for scores, expected in (((0.0, 0.0), (14, 16)), ((3.0, 0.0), (3, 7))):
+        passages = Narrowed.of(text, [(3, 11), (12, 17)], 2, scores)
         ranked, chosen = answers_across_passages(
-            predictions, ["0", "1"], text, starts, scores, 0.0, False, top_k=2
+            predictions, ["0", "1"], passages, 0.0, False, top_k=2
         )
         assert (ranked[0]["start"], ranked[0]["end"]) == expected
         assert [a["answer"] for a in ranked] == [text[a["start"] : a["end"]] for a in ranked]
@@ -278,13 +279,10 @@ def test_no_answer_when_the_rule_abstains_in_every_passage() -> None:
     from qa_finetune.decoding.long_context_choice import answers_across_passages
 
     predictions = _two_passages((2.0, 3.0))  # both over the threshold 0
-    ranked, chosen = answers_across_passages(
-        predictions, ["0", "1"], "xx Alma yy, a Bo.", (3, 12), (1.0, 1.0), 0.0, True
-    )
+    passages = Narrowed.of("xx Alma yy, a Bo.", [(3, 11), (12, 17)], 2, (1.0, 1.0))
+    ranked, chosen = answers_across_passages(predictions, ["0", "1"], passages, 0.0, True)
     assert (ranked, chosen) == ([{"answer": "", "score": 1.0, "start": 0, "end": 0}], [])
-    answered, _ = answers_across_passages(
-        predictions, ["0", "1"], "xx Alma yy, a Bo.", (3, 12), (1.0, 1.0), 0.0, False
-    )
+    answered, _ = answers_across_passages(predictions, ["0", "1"], passages, 0.0, False)
     assert answered[0]["answer"] == "Bo"  # without the rule both passages take part
 
 

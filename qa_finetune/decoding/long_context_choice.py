@@ -11,7 +11,7 @@ does the answer is "no answer". A calibrated run then gives the answers their co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from qa_finetune.decoding.across_passages import (
     PassageReading,
@@ -25,19 +25,29 @@ from qa_finetune.decoding.spans import Predictions
 RETRIEVAL_WEIGHT = 2.0
 
 
+class PassagesRead(Protocol):
+    """The passages read of one long text (``retrieval.long_contexts.Narrowed``)."""
+
+    @property
+    def original(self) -> str: ...  # the whole text
+    @property
+    def original_starts(self) -> Sequence[int]: ...  # where each passage starts in it
+    @property
+    def scores(self) -> Sequence[float]: ...  # each passage's retrieval score
+
+
 def answers_across_passages(
     predictions: Predictions,
     keys: Sequence[str],
-    text: str,
-    starts: Sequence[int],
-    retrieval_scores: Sequence[float],
+    passages: PassagesRead,
     threshold: float,
     allow_no_answer: bool,
     top_k: int = 1,
 ) -> tuple[list[dict[str, Any]], list[tuple[PassageReading, float]]]:
-    """The ``top_k`` answers of a long ``text`` from its passages' predictions (``keys``: the
-    predictions' keys of the passages read, which start at ``starts`` in ``text`` and were
-    found with ``retrieval_scores``), at offsets in ``text``; and the candidates chosen."""
+    """The ``top_k`` answers of a long text from its ``passages``' predictions (``keys``: the
+    predictions' keys of the passages read, in order), at offsets in the whole text; and the
+    candidates chosen."""
+    text, starts, retrieval_scores = passages.original, passages.original_starts, passages.scores
     readings = [
         reading
         for place, key in enumerate(keys)

@@ -9,11 +9,9 @@ from typing import Any
 
 from qa_finetune.decoding import across_passages
 from qa_finetune.decoding.across_passages import PassageReading
+from qa_finetune.evaluation.question_reading import PAIR_SEPARATOR, evaluation_features
 from qa_finetune.modeling.scoring import predict_and_decode
 from qa_finetune.retrieval.retriever import Hit
-
-# Joins a question's id and a passage's rank into the id of one (question, passage) pair.
-_PAIR = "\x1f"
 
 
 def passage_readings(
@@ -26,7 +24,7 @@ def passage_readings(
     readings: dict[str, list[PassageReading]] = {q["id"]: [] for q in questions}
     pairs = [
         {
-            "id": f"{q['id']}{_PAIR}{first_place + place}",
+            "id": f"{q['id']}{PAIR_SEPARATOR}{first_place + place}",
             "title": "",
             "context": hit.passage.text,
             "question": q["question"],
@@ -40,7 +38,7 @@ def passage_readings(
     predictions = _read(loaded, pairs)
     retrieval = {q["id"]: [h.score for h in hits] for q, hits in zip(questions, found, strict=True)}
     for pair_id in predictions.nbest:
-        question_id, place = pair_id.rsplit(_PAIR, 1)
+        question_id, place = pair_id.rsplit(PAIR_SEPARATOR, 1)
         score = retrieval[question_id][int(place) - first_place]
         # The best span of each passage: the choice across passages weighs one per passage.
         readings[question_id] += across_passages.passage_readings(
@@ -52,7 +50,6 @@ def passage_readings(
 def _read(loaded: Any, pairs: list[dict[str, Any]]) -> Any:
     """The decoded predictions (n-best, null differences, no-answer scores) of the pairs."""
     from qa_finetune.data.loading import to_dataset
-    from qa_finetune.evaluation.question_reading import evaluation_features
 
     examples = to_dataset(pairs)
     features = evaluation_features(examples, loaded.tokenizer, loaded.spec)

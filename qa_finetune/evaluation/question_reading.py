@@ -17,8 +17,9 @@ from qa_finetune.decoding.long_context_choice import answers_across_passages
 from qa_finetune.modeling.scoring import evaluate_loaded, references, score
 from qa_finetune.retrieval.long_contexts import LongContexts, Narrowed
 
-# Joins a question's id and a passage's place into the id of one (question, passage) pair.
-_PAIR = "\x1f"
+# Joins a question's id and a passage's place into the id of one (question, passage) pair
+# (a control character: no id of a data file holds it).
+PAIR_SEPARATOR = "\x1f"
 
 
 def evaluation_features(examples: Any, tokenizer: Any, spec: Any) -> Any:
@@ -98,7 +99,7 @@ def records_read(
                 (t, a - first) for t, a in gold if first <= a and a + len(t) <= first + length
             ]
             answers = {"text": [t for t, _ in inside], "answer_start": [a for _, a in inside]}
-            pair_id = f"{record['id']}{_PAIR}{place}"
+            pair_id = f"{record['id']}{PAIR_SEPARATOR}{place}"
             read.append({**record, "id": pair_id, "context": passage, "answers": answers})
     return read, narrowed
 
@@ -108,13 +109,11 @@ def chosen_for(
 ) -> None:
     """The question's answer chosen across its passages' predictions, put in ``predictions``
     (``decoding.spans.Predictions``) under its id in place of theirs."""
-    keys = [f"{question_id}{_PAIR}{place}" for place in range(found.passages_read)]
+    keys = [f"{question_id}{PAIR_SEPARATOR}{place}" for place in range(found.passages_read)]
     ranked, chosen = answers_across_passages(
         predictions,
         keys,
-        found.original,
-        found.original_starts,
-        found.scores,
+        found,
         threshold,
         allow_no_answer,
         top_k=len(keys),

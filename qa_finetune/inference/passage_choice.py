@@ -62,9 +62,7 @@ def answers_of(
         ranked, chosen = answers_across_passages(
             predictions,
             keys,
-            found.original,
-            found.original_starts,
-            found.scores,
+            found,
             settings.no_answer_threshold,
             allow_no_answer,
             top_k,
