@@ -10,7 +10,9 @@ checked (``data.whole_documents``); ``--questions`` of them are drawn (seeded). 
 long contexts were narrowed), ``paragraph`` (the question's own paragraph: the ceiling),
 ``bm25:K`` (the K best passages of the article by BM25, read as ``ask`` reads them,
 ``retrieval.long_contexts``; with ``@W`` appended, only articles over W words are narrowed),
-or ``passages:K`` (the K best passages read once, the answer chosen across the first 1..K
+``dense:K`` and ``hybrid:K`` (the same, ranked by the default sentence encoder's cosine, or
+BM25 plus it, as ``index --retriever`` does), or ``passages:K[:RETRIEVER]`` (the K best
+passages read once, the answer chosen across the first 1..K
 with each weight of ``WEIGHTS``: a grid from one reading). Prints and writes EM/F1, how often
 a passage read held a gold answer, the windows read per question, and the seconds; every
 answer's offsets are checked against the whole article.
@@ -22,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from qa_finetune.data.validation import SplitReport, validate_records
 from qa_finetune.data.whole_documents import whole_document_questions
 from qa_finetune.metrics import squad_v1
 from qa_finetune.retrieval.long_contexts import DEFAULT_THRESHOLD_WORDS, LongContexts
+from qa_finetune.retrieval.passage_ranking import EncodedRanking, rank_passages
 
 CHUNK = 25  # questions answered per call, so progress shows on a slow machine
 
@@ -43,24 +47,51 @@ def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str,
     return whole_document_questions(records, count / len(everything), seed)
 
 
-def reading(way: str) -> LongContexts | None:
-    """The long-context setting of a ``--read`` value; None for ``paragraph``."""
+RETRIEVERS = ("bm25", "dense", "hybrid")
+
+
+def reading(way: str, encoder: Any = None) -> LongContexts | None:
+    """The long-context setting of a ``--read`` value; None for ``paragraph``. ``dense`` and
+    ``hybrid`` rank with ``encoder`` (the sentence encoder ``index`` uses by default)."""
     if way == "paragraph" or way.startswith("passages:"):
         return None
     if way == "read-all":
         return LongContexts(read_all=True)
-    if not way.startswith("bm25:"):
-        raise SystemExit(f"unknown --read {way!r}: read-all, paragraph or bm25:K[@WORDS]")
-    top, _, words = way.removeprefix("bm25:").partition("@")
+    retriever, _, rest = way.partition(":")
+    if retriever not in RETRIEVERS or not rest:
+        raise SystemExit(
+            f"unknown --read {way!r}: read-all, paragraph, passages:K[:RETRIEVER] or "
+            "RETRIEVER:K[@WORDS] (RETRIEVER: bm25, dense or hybrid)"
+        )
+    top, _, words = rest.partition("@")
     threshold = int(words) if words else DEFAULT_THRESHOLD_WORDS
-    return LongContexts(threshold_words=threshold, top_passages=int(top))
+    setting = LongContexts(threshold_words=threshold, top_passages=int(top))
+    if retriever == "bm25" or encoder is None:
+        return setting
+    return replace(setting, rank=EncodedRanking(encoder, hybrid=retriever == "hybrid"))
 
 
-def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict[str, Any]:
+def ranker(way: str, encoder: Any) -> Any:
+    """How ``passages:K[:RETRIEVER]`` ranks a document's passages."""
+    retriever = way.split(":")[2] if way.count(":") == 2 else "bm25"
+    if retriever not in RETRIEVERS:
+        raise SystemExit(f"unknown retriever in --read {way!r}: bm25, dense or hybrid")
+    if retriever == "bm25" or encoder is None:
+        return rank_passages
+    return EncodedRanking(encoder, hybrid=retriever == "hybrid")
+
+
+def _needs_encoder(way: str) -> bool:
+    return way.startswith(("dense:", "hybrid:")) or way.endswith((":dense", ":hybrid"))
+
+
+def answer_all(
+    answerer: Any, questions: list[dict[str, Any]], way: str, encoder: Any = None
+) -> dict[str, Any]:
     """Scores, passage recall and windows read for one way of reading, as ``ask`` reads."""
     from qa_finetune.inference.passage_choice import answers_of, reading_of
 
-    setting = reading(way)
+    setting = reading(way, encoder)
     answerer.long_contexts = setting or LongContexts(read_all=True)
     started = time.perf_counter()
     predictions: dict[str, str] = {}
@@ -94,17 +125,21 @@ def answer_all(answerer: Any, questions: list[dict[str, Any]], way: str) -> dict
 WEIGHTS = (0.0, 1.0, 2.0, 4.0)
 
 
-def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> list[dict]:
-    """Each question's ``most`` best passages (BM25) read one by one, then the answer chosen
+def passages_grid(
+    answerer: Any, questions: list[dict[str, Any]], way: str, encoder: Any = None
+) -> list[dict]:
+    """Each question's ``most`` best passages (``way``'s retriever, BM25 unless named) read
+    one by one, then the answer chosen
     across the first K of them (K up to ``most``) by the reader's margin over "no answer"
     plus w x the passage's BM25 score (``decoding.across_passages``), for each w of
     ``WEIGHTS``: one reading gives the whole grid."""
     from qa_finetune.decoding.across_passages import choose_across_passages
     from qa_finetune.inference.open_answers import read_passages
-    from qa_finetune.retrieval.passage_ranking import rank_passages
     from qa_finetune.retrieval.passages import split_passages
     from qa_finetune.retrieval.retriever import Hit, Passage
 
+    most = int(way.split(":")[1])
+    rank = ranker(way, encoder)
     started = time.perf_counter()
     found, readings = [], []
     for first in range(0, len(questions), CHUNK):
@@ -112,7 +147,7 @@ def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> 
         hits = []
         for q in chunk:
             spans = split_passages(q["context"])
-            ranked = rank_passages(q["question"], [q["context"][a:b] for a, b in spans])[:most]
+            ranked = rank(q["question"], [q["context"][a:b] for a, b in spans])[:most]
             hits.append(
                 [
                     Hit(
@@ -126,7 +161,7 @@ def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> 
         found.extend(hits)
         readings.extend(read_passages(answerer, [q["question"] for q in chunk], hits))
         done = min(first + CHUNK, len(questions))
-        print(f"  passages:{most}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+        print(f"  {way}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - started
     gold = {q["id"]: list(q["answers"]["text"]) for q in questions}
     rows = []
@@ -152,7 +187,7 @@ def passages_grid(answerer: Any, questions: list[dict[str, Any]], most: int) -> 
             scores = squad_v1(predictions, gold)
             rows.append(
                 {
-                    "read": f"passages:{k} w={weight:g}",
+                    "read": ":".join(["passages", str(k), *way.split(":")[2:]]) + f" w={weight:g}",
                     "exact_match": round(scores["exact_match"], 2),
                     "f1": round(scores["f1"], 2),
                     "answer_read": round(100 * held / len(questions), 2),
@@ -195,6 +230,8 @@ def main() -> None:
     args = parser.parse_args()
     for way in args.read:
         reading(way)  # a bad value fails before the model loads
+        if way.startswith("passages:"):
+            ranker(way, None)
     from qa_finetune.inference.answerer import QuestionAnswerer
 
     paragraphs = {
@@ -211,14 +248,19 @@ def main() -> None:
         f"words per article: median {words[len(words) // 2]}, min {words[0]}, max {words[-1]}"
     )
     answerer = QuestionAnswerer.load(args.model)
+    encoder = None
+    if any(_needs_encoder(way) for way in args.read):
+        from qa_finetune.modeling.sentence_encoder import SentenceEncoder
+
+        encoder = SentenceEncoder.load()
     rows = []
     for way in args.read:
         if way.startswith("passages:"):
-            for row in passages_grid(answerer, questions, int(way.removeprefix("passages:"))):
+            for row in passages_grid(answerer, questions, way, encoder):
                 rows.append(row)
                 print(json.dumps(row), flush=True)
             continue
-        row = answer_all(answerer, questions, way)
+        row = answer_all(answerer, questions, way, encoder)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.output:

@@ -4,10 +4,13 @@ length and the progress line of long work."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from document_files import pdf_bytes
 from typer.testing import CliRunner
@@ -126,6 +129,54 @@ def test_pdf_text_maps_back_exactly() -> None:
     check_exact(narrowed)
     start, end = answer_back(narrowed, "Alma Stroud")
     assert (start, text[start:end]) == (text.index("Alma Stroud"), "Alma Stroud")
+
+
+class TopicEncoder:
+    """A stand-in sentence encoder: a text about the bridge (or a question about a crossing)
+    points one way, anything else the other; it counts the texts it encodes."""
+
+    def __init__(self) -> None:
+        self.encoded: list[int] = []
+
+    def encode(self, texts: Sequence[str], progress: Any = None) -> np.ndarray:
+        self.encoded.append(len(texts))
+        near = [("Stroud" in t or "crossing" in t) for t in texts]
+        return np.array([[1.0, 0.0] if n else [0.6, 0.8] for n in near], dtype=np.float32)
+
+
+def test_dense_ranking_finds_the_passage_without_a_shared_word() -> None:
+    from qa_finetune.retrieval.passage_ranking import EncodedRanking
+
+    text = document()
+    question = "Who made the crossing?"  # no term in common with the answer's passage
+    assert SMALL.narrow(question, text) is None  # BM25 has nothing to rank by
+    encoder = TopicEncoder()
+    dense = replace(SMALL, rank=EncodedRanking(encoder, hybrid=False))
+    narrowed = dense.narrow(question, text)
+    assert narrowed is not None and narrowed.passage_texts() == [ANSWER]
+    assert narrowed.scores == (pytest.approx(10.0),)  # DENSE_WEIGHT x cosine 1
+    check_exact(narrowed)
+    # A second question of the same document encodes only the question.
+    dense.narrow("Who designed the crossing?", text)
+    assert encoder.encoded == [31, 1, 1]
+
+
+def test_hybrid_is_bm25_plus_ten_times_the_cosine() -> None:
+    from qa_finetune.retrieval.fusion import DENSE_WEIGHT
+    from qa_finetune.retrieval.passage_ranking import EncodedRanking, passage_terms
+
+    texts = ["The bridge of Alma Stroud.", "A market and a bridge.", "Cheese and wool."]
+    question = "Who built the bridge crossing?"
+    terms = passage_terms([question, *texts])
+    bm25 = bm25_scores(terms[0], terms[1:])
+    cosines = [1.0, 0.0, 0.0]  # the question and passage 0 point the same way
+    cosines[1:] = [0.6, 0.6]  # the others: (0.6, 0.8) . (1, 0)
+    expected = sorted(
+        ((i, bm25[i] + DENSE_WEIGHT * cosines[i]) for i in range(3)), key=lambda p: -p[1]
+    )
+    ranked = EncodedRanking(TopicEncoder(), hybrid=True)(question, texts)
+    assert [n for n, _ in ranked] == [n for n, _ in expected]
+    assert [s for _, s in ranked] == pytest.approx([s for _, s in expected])
 
 
 def test_short_contexts_no_shared_term_and_read_all_read_everything() -> None:

@@ -19,7 +19,7 @@ shares a term with the question (nothing to rank by).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from qa_finetune.retrieval.passage_ranking import rank_passages
@@ -39,6 +39,8 @@ class LongContexts:
     top_passages: int = DEFAULT_TOP_PASSAGES
     passage_words: int = DEFAULT_MAX_WORDS
     read_all: bool = False
+    # question, passage texts -> (number, score) best first: BM25 unless told otherwise
+    rank: Callable[[str, Sequence[str]], list[tuple[int, float]]] = rank_passages
 
     def __post_init__(self) -> None:
         for name in ("threshold_words", "top_passages", "passage_words"):
@@ -52,7 +54,7 @@ class LongContexts:
         spans = split_passages(context, self.passage_words)
         if len(spans) <= self.top_passages:
             return None
-        ranked = rank_passages(question, [context[s:e] for s, e in spans])
+        ranked = self.rank(question, [context[s:e] for s, e in spans])
         if ranked[0][1] <= 0:
             return None  # no passage shares a term with the question: nothing to choose by
         chosen = sorted(ranked[: self.top_passages])  # in their order in the document
