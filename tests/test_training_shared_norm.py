@@ -15,6 +15,7 @@ import tensorflow as tf
 from qa_finetune.training.methods.shared_norm import (
     grouped_order,
     holds_answer,
+    question_of,
     shared_norm_loss,
 )
 
@@ -97,6 +98,26 @@ def test_the_epoch_order_keeps_a_question_s_windows_side_by_side() -> None:
     questions = np.array([0, 0, 0, 1, 1, 2])
     order = np.array([4, 0, 5, 2, 3, 1])
     assert grouped_order(order, questions).tolist() == [4, 3, 0, 2, 1, 5]
+
+
+def test_a_question_s_negative_shares_its_softmax() -> None:
+    assert question_of("q7#negative") == "q7" and question_of("q7") == "q7"
+    assert question_of("q7#negative#negative") == "q7#negative"  # only the one suffix made
+
+
+def test_prepare_numbers_a_negative_s_windows_as_its_question_s() -> None:
+    from datasets import Dataset
+
+    from qa_finetune.training.methods.shared_norm import QUESTION_INDEX, SharedNorm
+    from qa_finetune.training.prepare import PreparedData
+
+    ids = ["a", "a", "b", "a#negative", "b#negative", "c"]
+    train = Dataset.from_dict({"example_id": ids})
+    prepared = PreparedData(train, None, None, {}, Path("."), "", False, Path("."), None)
+    method = SharedNorm()
+    with_numbers = method.prepare(None, prepared)  # type: ignore[arg-type]
+    assert with_numbers.train[QUESTION_INDEX] == [0, 0, 1, 0, 1, 2]
+    assert method.questions.tolist() == [0, 0, 1, 0, 1, 2]
 
 
 def test_a_shared_norm_run_trains_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -9,6 +9,12 @@ windows ``W`` and those holding the answer ``A`` (start and end alike, then aver
 
     loss = logsumexp over w in W, t in w of s[w, t]  -  logsumexp over w in A of s[w, label_w]
 
+With ``data.question_negatives`` a question is also asked of another paragraph of its
+document (``<id>#negative``, labelled "no answer"): its windows join the question's softmax,
+so the reader learns to score a distractor paragraph's spans below the answer's, as Clark and
+Gardner train with paragraphs of the same document. Without them, on paragraph-level data
+most questions have one window and the shared softmax is the standard one.
+
 Windows of one question are put side by side in the epoch's order (``epoch_order``), so they
 share a batch unless they straddle its end; a question is normalised over its windows in the
 batch. A question none of whose windows in the batch holds its answer (an unanswerable one,
@@ -27,6 +33,7 @@ import tensorflow as tf
 from tf_keras.utils import unpack_x_y_sample_weight
 
 from qa_finetune.config import Config
+from qa_finetune.data.question_negatives import SUFFIX as NEGATIVE_SUFFIX
 from qa_finetune.training.batching import bucketed_order
 from qa_finetune.training.methods.base import TrainingMethod, TrainStep
 from qa_finetune.training.prepare import CheckedModel, PreparedData
@@ -104,6 +111,13 @@ def shared_norm_step(model: Any, cls_token_id: int) -> TrainStep:
     return step
 
 
+def question_of(example_id: str) -> str:
+    """The question an example asks: a question-level negative (``<id>#negative``, the same
+    question asked of another paragraph of its document) is its question's, so its windows
+    enter that question's softmax as distractors, as Clark and Gardner train."""
+    return example_id.removesuffix(NEGATIVE_SUFFIX)
+
+
 def grouped_order(order: np.ndarray, questions: np.ndarray) -> np.ndarray:
     """``order`` (window indices) with each question's windows moved up beside its first
     one: questions keep the order of their first window, windows their order within."""
@@ -136,7 +150,7 @@ class SharedNorm(TrainingMethod):
                 continue
             ids = windows.with_format("arrow")[:]["example_id"].to_pylist()
             prefix = "replay:" if columns else ""  # the same id in both is two questions
-            columns.append([numbers.setdefault(prefix + i, len(numbers)) for i in ids])
+            columns.append([numbers.setdefault(prefix + question_of(i), len(numbers)) for i in ids])
         self.questions = np.array(columns[0] + (columns[1] or []), dtype=np.int64)
         train = prepared.train.add_column(QUESTION_INDEX, columns[0])
         replay = prepared.replay
