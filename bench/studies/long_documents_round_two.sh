@@ -3,6 +3,69 @@
 #   setsid bash -c 'echo -15 > /proc/$$/autogroup; exec bench/studies/long_documents_round_two.sh'
 # Logs and results go to outputs/study/ (steps.log has the clock of each step).
 set -u
-here="$(dirname "$0")"
-bash "$here/long_documents_round_two_objectives.sh"
-bash "$here/long_documents_round_two_negatives.sh"
+cd "$(dirname "$0")/../.."; mkdir -p outputs/study
+Q=.venv/bin/qa-finetune
+PY=".venv/bin/python"
+export PYTHONPATH=$PWD
+S=outputs/study
+SHIP=../shared/models/minilm-31k
+DEV=../shared/data/squad-v1.1-dev.json
+NEGATIVES=(--set data.allow_no_answer=true --set data.question_negatives=0.5)
+stamp() { echo "== $(date +%H:%M:%S) $*" >> $S/steps.log; }
+
+# A 15-minute continuation of the shipped run: NAME METHOD [more --set options].
+continuation() {
+  local name=$1 method=$2
+  shift 2
+  stamp "train $name"
+  $Q train --config $SHIP/config.yaml --init-from $SHIP --run-name "$name" \
+      --set train.method="$method" --set train.epochs=1 --max-minutes 15 \
+      --learning-rate 3e-5 --set train.eval_every_steps=100000 \
+      --set data.max_eval_samples=500 --set train.calibrate=off --overwrite "$@" \
+      > "$S/train-$name.log" 2>&1
+  stamp "train $name done rc=$?"
+}
+
+# SQuAD v1.1 dev's first 2,000 questions, then the check read as the grid of 5 passages.
+checks() {
+  local name=$1
+  stamp "evaluate $name"
+  $Q evaluate --model "outputs/$name" --data $DEV --max-samples 2000 \
+      --report-dir "$S/eval-$name" > "$S/eval-$name.log" 2>&1
+  stamp "long documents $name"
+  $PY bench/long_documents.py $DEV --model "outputs/$name" --questions 300 --seed 0 \
+      --read passages:5 --output "$S/long-$name.json" > "$S/long-$name.log" 2>&1
+  stamp "checks $name done rc=$?"
+}
+
+# Every window of the article read, on the check's first 60 questions.
+read_all() {
+  local name=$1
+  stamp "read-all 60 $name"
+  $PY bench/long_documents.py $DEV --model "outputs/$name" --questions 60 --seed 0 \
+      --read read-all --output "$S/readall-$name.json" > "$S/readall-$name.log" 2>&1
+  stamp "read-all 60 $name done rc=$?"
+}
+
+stamp start
+# 1. Shared normalisation against the standard objective; the shipped run's passages ranked
+# by BM25, the sentence encoder (dense) and both (hybrid).
+continuation continue-standard standard
+continuation continue-shared_norm shared_norm
+checks continue-standard
+checks continue-shared_norm
+stamp "long documents shipped, retrievers"
+$PY bench/long_documents.py $DEV --model $SHIP --questions 300 --seed 0 \
+    --read bm25:3 --read dense:3 --read passages:5:hybrid \
+    --output $S/long-shipped-retrievers.json > $S/long-shipped-retrievers.log 2>&1
+read_all continue-standard
+read_all continue-shared_norm
+# 2. Question negatives (another paragraph of the same document, labelled "no answer") with
+# each objective.
+continuation negatives-standard standard "${NEGATIVES[@]}"
+continuation negatives-shared_norm shared_norm "${NEGATIVES[@]}"
+checks negatives-standard
+checks negatives-shared_norm
+read_all negatives-shared_norm
+read_all negatives-standard
+stamp end
