@@ -18,7 +18,7 @@ import numpy as np
 
 from qa_finetune.libraries.extras import MissingExtraError
 from qa_finetune.retrieval.embedding import Encoder
-from qa_finetune.retrieval.fusion import DENSE_WEIGHT
+from qa_finetune.retrieval.fusion import DENSE_WEIGHT, weighted_fusion
 
 K1 = 1.5
 B = 0.75
@@ -65,30 +65,31 @@ def rank_passages(question: str, texts: Sequence[str]) -> list[tuple[int, float]
 
 class EncodedRanking:
     """Rank one document's passages by a sentence encoder: ``dense`` (``DENSE_WEIGHT`` x the
-    cosine of passage and question) or ``hybrid`` (BM25 + that, the index's fusion), so the
-    scores stay in BM25's units for the choice across passages. The passage vectors of the
-    last ``KEPT_DOCUMENTS`` documents are kept: questions of one document encode it once."""
+    cosine of passage and question) or ``hybrid`` (BM25 + that: the index's
+    ``fusion.weighted_fusion``), so the scores stay in BM25's units for the choice across
+    passages. The passage vectors and terms of the last ``KEPT_DOCUMENTS`` documents are
+    kept: questions of one document read it once."""
 
     KEPT_DOCUMENTS = 64
 
     def __init__(self, encoder: Encoder, hybrid: bool) -> None:
         self.encoder = encoder
         self.hybrid = hybrid
-        self._vectors: dict[tuple[str, ...], np.ndarray] = {}
+        self._read: dict[tuple[str, ...], tuple[np.ndarray, list[list[str]]]] = {}
 
     def __call__(self, question: str, texts: Sequence[str]) -> list[tuple[int, float]]:
-        vectors = self._passage_vectors(tuple(texts))
+        vectors, terms = self._document(tuple(texts))
         cosines = vectors @ self.encoder.encode([question])[0]
-        scores = DENSE_WEIGHT * cosines.astype(np.float64)
+        dense = dict(enumerate(cosines.astype(np.float64).tolist()))
+        bm25 = {}
         if self.hybrid:
-            terms = passage_terms([question, *texts])
-            scores = scores + bm25_scores(terms[0], terms[1:])
-        order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
-        return [(i, float(scores[i])) for i in order]
+            bm25 = dict(enumerate(bm25_scores(passage_terms([question])[0], terms).tolist()))
+        return weighted_fusion(bm25, dense, DENSE_WEIGHT, len(texts))
 
-    def _passage_vectors(self, texts: tuple[str, ...]) -> np.ndarray:
-        if texts not in self._vectors:
-            if len(self._vectors) >= self.KEPT_DOCUMENTS:
-                del self._vectors[next(iter(self._vectors))]  # the oldest document
-            self._vectors[texts] = self.encoder.encode(list(texts))
-        return self._vectors[texts]
+    def _document(self, texts: tuple[str, ...]) -> tuple[np.ndarray, list[list[str]]]:
+        if texts not in self._read:
+            if len(self._read) >= self.KEPT_DOCUMENTS:
+                del self._read[next(iter(self._read))]  # the oldest document
+            terms = passage_terms(texts) if self.hybrid else []
+            self._read[texts] = (self.encoder.encode(list(texts)), terms)
+        return self._read[texts]
