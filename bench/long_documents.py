@@ -24,7 +24,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,39 +49,39 @@ def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str,
 RETRIEVERS = ("bm25", "dense", "hybrid")
 
 
-def reading(way: str, encoder: Any = None) -> LongContexts | None:
-    """The long-context setting of a ``--read`` value; None for ``paragraph``. ``dense`` and
-    ``hybrid`` rank with ``encoder`` (the sentence encoder ``index`` uses by default)."""
-    if way == "paragraph" or way.startswith("passages:"):
+def retriever_of(way: str) -> str | None:
+    """The retriever a ``--read`` value ranks passages with; None where it ranks none."""
+    if way in ("paragraph", "read-all"):
         return None
-    if way == "read-all":
-        return LongContexts(read_all=True)
-    retriever, _, rest = way.partition(":")
-    if retriever not in RETRIEVERS or not rest:
+    parts = way.split(":")
+    name = (parts[2] if len(parts) == 3 else "bm25") if parts[0] == "passages" else parts[0]
+    if name not in RETRIEVERS or len(parts) < 2:
         raise SystemExit(
             f"unknown --read {way!r}: read-all, paragraph, passages:K[:RETRIEVER] or "
             "RETRIEVER:K[@WORDS] (RETRIEVER: bm25, dense or hybrid)"
         )
-    top, _, words = rest.partition("@")
-    threshold = int(words) if words else DEFAULT_THRESHOLD_WORDS
-    setting = LongContexts(threshold_words=threshold, top_passages=int(top))
-    if retriever == "bm25" or encoder is None:
-        return setting
-    return replace(setting, rank=EncodedRanking(encoder, hybrid=retriever == "hybrid"))
+    return name
 
 
-def ranker(way: str, encoder: Any) -> Any:
-    """How ``passages:K[:RETRIEVER]`` ranks a document's passages."""
-    retriever = way.split(":")[2] if way.count(":") == 2 else "bm25"
-    if retriever not in RETRIEVERS:
-        raise SystemExit(f"unknown retriever in --read {way!r}: bm25, dense or hybrid")
-    if retriever == "bm25" or encoder is None:
+def ranker(retriever: str, encoder: Any) -> Any:
+    """How ``retriever`` ranks a document's passages (``encoder``: for dense and hybrid)."""
+    if retriever == "bm25":
         return rank_passages
     return EncodedRanking(encoder, hybrid=retriever == "hybrid")
 
 
-def _needs_encoder(way: str) -> bool:
-    return way.startswith(("dense:", "hybrid:")) or way.endswith((":dense", ":hybrid"))
+def reading(way: str, encoder: Any = None) -> LongContexts | None:
+    """The long-context setting of a ``--read`` value; None for ``paragraph`` and the grid."""
+    retriever = retriever_of(way)
+    if way == "read-all":
+        return LongContexts(read_all=True)
+    if retriever is None or way.startswith("passages:"):
+        return None
+    top, _, words = way.partition(":")[2].partition("@")
+    threshold = int(words) if words else DEFAULT_THRESHOLD_WORDS
+    return LongContexts(
+        threshold_words=threshold, top_passages=int(top), rank=ranker(retriever, encoder)
+    )
 
 
 def answer_all(
@@ -129,17 +128,16 @@ def passages_grid(
     answerer: Any, questions: list[dict[str, Any]], way: str, encoder: Any = None
 ) -> list[dict]:
     """Each question's ``most`` best passages (``way``'s retriever, BM25 unless named) read
-    one by one, then the answer chosen
-    across the first K of them (K up to ``most``) by the reader's margin over "no answer"
-    plus w x the passage's BM25 score (``decoding.across_passages``), for each w of
-    ``WEIGHTS``: one reading gives the whole grid."""
+    one by one, then the answer chosen across the first K of them (K up to ``most``) by the
+    reader's margin over "no answer" plus w x the passage's retrieval score
+    (``decoding.across_passages``), for each w of ``WEIGHTS``: one reading gives the grid."""
     from qa_finetune.decoding.across_passages import choose_across_passages
     from qa_finetune.inference.open_answers import read_passages
     from qa_finetune.retrieval.passages import split_passages
     from qa_finetune.retrieval.retriever import Hit, Passage
 
     most = int(way.split(":")[1])
-    rank = ranker(way, encoder)
+    rank = ranker(retriever_of(way) or "bm25", encoder)
     started = time.perf_counter()
     found, readings = [], []
     for first in range(0, len(questions), CHUNK):
@@ -228,10 +226,7 @@ def main() -> None:
     parser.add_argument("--read", action="append", required=True)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    for way in args.read:
-        reading(way)  # a bad value fails before the model loads
-        if way.startswith("passages:"):
-            ranker(way, None)
+    retrievers = {retriever_of(way) for way in args.read}  # a bad value fails before loading
     from qa_finetune.inference.answerer import QuestionAnswerer
 
     paragraphs = {
@@ -249,7 +244,7 @@ def main() -> None:
     )
     answerer = QuestionAnswerer.load(args.model)
     encoder = None
-    if any(_needs_encoder(way) for way in args.read):
+    if retrievers & {"dense", "hybrid"}:
         from qa_finetune.modeling.sentence_encoder import SentenceEncoder
 
         encoder = SentenceEncoder.load()
