@@ -38,9 +38,7 @@ def save_model_atomic(
         if tf_weights:
             model.save_pretrained(str(staging))
         else:
-            # config.json as save_pretrained writes it, naming the PyTorch class.
-            model.config.architectures = [type(model).__name__.removeprefix("TF")]
-            model.config.save_pretrained(str(staging))
+            _save_config(model, staging)
         tokenizer.save_pretrained(str(staging))
         if pytorch_weights:
             save_pytorch_safetensors(model, staging)
@@ -74,9 +72,7 @@ def save_sentence_encoder(
                 shutil.copytree(item, staging / item.name)
             elif item.is_file() and item.name not in _NOT_CARRIED:
                 shutil.copy2(item, staging / item.name)
-        # config.json as save_pretrained writes it, naming the PyTorch class.
-        model.config.architectures = [type(model).__name__.removeprefix("TF")]
-        model.config.save_pretrained(str(staging))
+        _save_config(model, staging)
         tokenizer.save_pretrained(str(staging))
         # The pooler too: the base's file has it, and a loader that wants every weight
         # (this one's, PyTorch's AutoModel) would otherwise miss it.
@@ -84,3 +80,10 @@ def save_sentence_encoder(
         text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
         (staging / TUNING_RECORD).write_text(text, encoding="utf-8")
     return Path(target)
+
+
+def _save_config(model: Any, folder: Path) -> None:
+    """``config.json`` as ``save_pretrained`` writes it, naming the PyTorch class: the folder's
+    weights are PyTorch's, which PyTorch and transformers 5 load by that name."""
+    model.config.architectures = [type(model).__name__.removeprefix("TF")]
+    model.config.save_pretrained(str(folder))
