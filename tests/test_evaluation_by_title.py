@@ -104,3 +104,28 @@ def test_no_titles_removes_only_the_earlier_titles_report(tmp_path: Path) -> Non
     assert write_title_scores([], tmp_path) == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.csv", "sub"]
     assert (tmp_path / "mine.csv").read_text(encoding="utf-8") == "keep"
+
+
+def test_a_titles_report_evaluate_did_not_write_is_never_removed(tmp_path: Path) -> None:
+    """Single-title data removes an earlier ``report_titles.csv`` only in a report folder
+    evaluate wrote: in the user's own folder, or a run directory, the command is refused and
+    the file stays."""
+    data = json.loads(sample_data_path("validation").read_text(encoding="utf-8"))
+    data["data"] = data["data"][:1]
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(data), encoding="utf-8")
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text(json.dumps(_predictions(_questions(one))), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    (run_dir / "model").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("model: {}\n", encoding="utf-8")
+    refusals = {"mine": "was not written by evaluate", "run": "is a run directory"}
+    for folder in (tmp_path / "mine", run_dir):
+        folder.mkdir(exist_ok=True)
+        titles = folder / "report_titles.csv"
+        titles.write_text("title,count\nmy own,1\n", encoding="utf-8")
+        args = ["evaluate", "--predictions", str(predictions), "--data", str(one)]
+        result = runner.invoke(app, [*args, "--report-dir", str(folder)])
+        assert result.exit_code == 1 and refusals[folder.name] in result.output, result.output
+        assert titles.read_text(encoding="utf-8") == "title,count\nmy own,1\n"
+        assert not (folder / "metrics.json").exists()
