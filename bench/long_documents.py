@@ -35,6 +35,7 @@ from qa_finetune.data.whole_documents import whole_document_questions
 from qa_finetune.metrics import squad_v1
 from qa_finetune.retrieval.long_contexts import DEFAULT_THRESHOLD_WORDS, LongContexts
 from qa_finetune.retrieval.passage_ranking import EncodedRanking, rank_passages
+from qa_finetune.retrieval.passages import DEFAULT_MAX_WORDS, split_passages
 
 CHUNK = 25  # questions answered per call, so progress shows on a slow machine
 
@@ -124,6 +125,40 @@ def answer_all(
 WEIGHTS = (0.0, 1.0, 2.0, 4.0)
 
 
+def read_best_passages(
+    answerer: Any,
+    questions: list[dict[str, Any]],
+    most: int,
+    rank: Any,
+    top_k: int = 1,
+    passage_words: int = DEFAULT_MAX_WORDS,
+) -> tuple[list[list[Any]], list[list[Any]]]:
+    """Each question's ``most`` best passages of its article (cut at ``passage_words`` words,
+    ranked by ``rank``) as search hits, and the reader's ``top_k`` candidate spans of each
+    (``decoding.across_passages.PassageReading``), every passage read on its own."""
+    from qa_finetune.inference.open_answers import read_passages
+    from qa_finetune.retrieval.retriever import Hit, Passage
+
+    found, readings = [], []
+    for first in range(0, len(questions), CHUNK):
+        chunk = questions[first : first + CHUNK]
+        hits = []
+        for q in chunk:
+            spans = split_passages(q["context"], passage_words)
+            ranked = rank(q["question"], [q["context"][a:b] for a, b in spans])[:most]
+            hits.append(
+                [
+                    Hit(Passage(n, "", *spans[n], q["context"][slice(*spans[n])]), score, place)
+                    for place, (n, score) in enumerate(ranked, 1)
+                ]
+            )
+        found.extend(hits)
+        readings.extend(read_passages(answerer, [q["question"] for q in chunk], hits, top_k))
+        done = min(first + CHUNK, len(questions))
+        print(f"  {most} passages: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+    return found, readings
+
+
 def passages_grid(
     answerer: Any, questions: list[dict[str, Any]], way: str, encoder: Any = None
 ) -> list[dict]:
@@ -132,34 +167,12 @@ def passages_grid(
     reader's margin over "no answer" plus w x the passage's retrieval score
     (``decoding.across_passages``), for each w of ``WEIGHTS``: one reading gives the grid."""
     from qa_finetune.decoding.across_passages import choose_across_passages
-    from qa_finetune.inference.open_answers import read_passages
-    from qa_finetune.retrieval.passages import split_passages
-    from qa_finetune.retrieval.retriever import Hit, Passage
 
     most = int(way.split(":")[1])
-    rank = ranker(retriever_of(way) or "bm25", encoder)
     started = time.perf_counter()
-    found, readings = [], []
-    for first in range(0, len(questions), CHUNK):
-        chunk = questions[first : first + CHUNK]
-        hits = []
-        for q in chunk:
-            spans = split_passages(q["context"])
-            ranked = rank(q["question"], [q["context"][a:b] for a, b in spans])[:most]
-            hits.append(
-                [
-                    Hit(
-                        Passage(n, "", spans[n][0], spans[n][1], q["context"][slice(*spans[n])]),
-                        s,
-                        r,
-                    )
-                    for r, (n, s) in enumerate(ranked, 1)
-                ]
-            )
-        found.extend(hits)
-        readings.extend(read_passages(answerer, [q["question"] for q in chunk], hits))
-        done = min(first + CHUNK, len(questions))
-        print(f"  {way}: {done}/{len(questions)} questions", file=sys.stderr, flush=True)
+    found, readings = read_best_passages(
+        answerer, questions, most, ranker(retriever_of(way) or "bm25", encoder)
+    )
     seconds = time.perf_counter() - started
     gold = {q["id"]: list(q["answers"]["text"]) for q in questions}
     rows = []
