@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The general recipe with and without question negatives, from scratch at a 30-minute clock
+# (the lever protocol of bench/reports/20-larger-encoder.md), alone on the machine, in order:
+#   setsid bash -c 'echo -15 > /proc/$$/autogroup; exec bench/studies/recipe_question_negatives.sh'
+# Logs and results go to outputs/study/ (steps.log has the clock of each step).
+set -u
+cd "$(dirname "$0")/../.."; mkdir -p outputs/study
+Q=.venv/bin/qa-finetune
+PY=".venv/bin/python"
+export PYTHONPATH=$PWD
+S=outputs/study
+DEV=../shared/data/squad-v1.1-dev.json
+stamp() { echo "== $(date +%H:%M:%S) $*" >> $S/steps.log; }
+
+# configs/minilm-31k.yaml at a 30-minute clock: NAME [more --set options]. No mid-run
+# validation and no end calibration, so both arms spend their minutes on the same work.
+arm() {
+  local name=$1
+  shift
+  stamp "train $name"
+  $Q train --config configs/minilm-31k.yaml --run-name "$name" --max-minutes 30 \
+      --set train.eval_every_steps=100000 --set train.calibrate=off --overwrite "$@" \
+      > "$S/train-$name.log" 2>&1
+  stamp "train $name done rc=$?"
+}
+
+# SQuAD v1.1 dev's first 2,000 questions, then the long-document check as the grid of 5 passages.
+checks() {
+  local name=$1
+  stamp "evaluate $name"
+  $Q evaluate --model "outputs/$name" --data $DEV --max-samples 2000 \
+      --report-dir "$S/eval-$name" > "$S/eval-$name.log" 2>&1
+  stamp "long documents $name"
+  $PY bench/long_documents.py $DEV --model "outputs/$name" --questions 300 --seed 0 \
+      --read passages:5 --output "$S/long-$name.json" > "$S/long-$name.log" 2>&1
+  stamp "checks $name done rc=$?"
+}
+
+stamp start
+arm recipe30-plain
+arm recipe30-negatives --set data.allow_no_answer=true --set data.question_negatives=0.5
+checks recipe30-plain
+checks recipe30-negatives
+stamp end
