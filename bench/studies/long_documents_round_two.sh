@@ -11,7 +11,8 @@ S=outputs/study
 SHIP=../shared/models/minilm-31k
 DEV=../shared/data/squad-v1.1-dev.json
 NEGATIVES=(--set data.allow_no_answer=true --set data.question_negatives=0.5)
-stamp() { echo "== $(date +%H:%M:%S) $*" >> $S/steps.log; }
+# shellcheck source=bench/studies/long_document_checks.sh
+source bench/studies/long_document_checks.sh  # stamp, checks
 
 # A 15-minute continuation of the shipped run: NAME METHOD [more --set options].
 continuation() {
@@ -24,18 +25,6 @@ continuation() {
       --set data.max_eval_samples=500 --set train.calibrate=off --overwrite "$@" \
       > "$S/train-$name.log" 2>&1
   stamp "train $name done rc=$?"
-}
-
-# SQuAD v1.1 dev's first 2,000 questions, then the check read as the grid of 5 passages.
-checks() {
-  local name=$1
-  stamp "evaluate $name"
-  $Q evaluate --model "outputs/$name" --data $DEV --max-samples 2000 \
-      --report-dir "$S/eval-$name" > "$S/eval-$name.log" 2>&1
-  stamp "long documents $name"
-  $PY bench/long_documents.py $DEV --model "outputs/$name" --questions 300 --seed 0 \
-      --read passages:5 --output "$S/long-$name.json" > "$S/long-$name.log" 2>&1
-  stamp "checks $name done rc=$?"
 }
 
 # Every window of the article read, on the check's first 60 questions.

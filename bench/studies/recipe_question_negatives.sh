@@ -10,7 +10,8 @@ PY=".venv/bin/python"
 export PYTHONPATH=$PWD
 S=outputs/study
 DEV=../shared/data/squad-v1.1-dev.json
-stamp() { echo "== $(date +%H:%M:%S) $*" >> $S/steps.log; }
+# shellcheck source=bench/studies/long_document_checks.sh
+source bench/studies/long_document_checks.sh  # stamp, checks
 
 # configs/minilm-31k.yaml at a 30-minute clock: NAME [more --set options]. No mid-run
 # validation and no end calibration, so both arms spend their minutes on the same work.
@@ -22,18 +23,6 @@ arm() {
       --set train.eval_every_steps=100000 --set train.calibrate=off --overwrite "$@" \
       > "$S/train-$name.log" 2>&1
   stamp "train $name done rc=$?"
-}
-
-# SQuAD v1.1 dev's first 2,000 questions, then the long-document check as the grid of 5 passages.
-checks() {
-  local name=$1
-  stamp "evaluate $name"
-  $Q evaluate --model "outputs/$name" --data $DEV --max-samples 2000 \
-      --report-dir "$S/eval-$name" > "$S/eval-$name.log" 2>&1
-  stamp "long documents $name"
-  $PY bench/long_documents.py $DEV --model "outputs/$name" --questions 300 --seed 0 \
-      --read passages:5 --output "$S/long-$name.json" > "$S/long-$name.log" 2>&1
-  stamp "checks $name done rc=$?"
 }
 
 stamp start
