@@ -1,5 +1,14 @@
-# Sourced by the long-document studies (bench/studies/*.sh): the clock of each step, and the
-# two checks every model of them gets. Expects Q, PY, S and DEV set, run from the repository.
+# Sourced by the long-document studies (bench/studies/*.sh): run from the repository with its
+# environment, logs and results in outputs/study/ (steps.log has the clock of each step), and
+# the two checks every model of them gets.
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+mkdir -p outputs/study
+Q=.venv/bin/qa-finetune
+PY=".venv/bin/python"
+export PYTHONPATH=$PWD
+S=outputs/study
+DEV=../shared/data/squad-v1.1-dev.json
 
 stamp() { echo "== $(date +%H:%M:%S) $*" >> "$S/steps.log"; }
 

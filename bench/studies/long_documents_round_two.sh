@@ -2,17 +2,10 @@
 # The runs of bench/reports/27-long-documents-round-two.md, alone on the machine, in order:
 #   setsid bash -c 'echo -15 > /proc/$$/autogroup; exec bench/studies/long_documents_round_two.sh'
 # Logs and results go to outputs/study/ (steps.log has the clock of each step).
-set -u
-cd "$(dirname "$0")/../.."; mkdir -p outputs/study
-Q=.venv/bin/qa-finetune
-PY=".venv/bin/python"
-export PYTHONPATH=$PWD
-S=outputs/study
-SHIP=../shared/models/minilm-31k
-DEV=../shared/data/squad-v1.1-dev.json
-NEGATIVES=(--set data.allow_no_answer=true --set data.question_negatives=0.5)
 # shellcheck source=bench/studies/long_document_checks.sh
-source bench/studies/long_document_checks.sh  # stamp, checks
+source "$(dirname "$0")/long_document_checks.sh"  # cd to the repository; Q, PY, S, DEV, stamp, checks
+SHIP=../shared/models/minilm-31k
+NEGATIVES=(--set data.allow_no_answer=true --set data.question_negatives=0.5)
 
 # A 15-minute continuation of the shipped run: NAME METHOD [more --set options].
 continuation() {

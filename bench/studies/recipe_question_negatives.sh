@@ -3,15 +3,8 @@
 # (the lever protocol of bench/reports/20-larger-encoder.md), alone on the machine, in order:
 #   setsid bash -c 'echo -15 > /proc/$$/autogroup; exec bench/studies/recipe_question_negatives.sh'
 # Logs and results go to outputs/study/ (steps.log has the clock of each step).
-set -u
-cd "$(dirname "$0")/../.."; mkdir -p outputs/study
-Q=.venv/bin/qa-finetune
-PY=".venv/bin/python"
-export PYTHONPATH=$PWD
-S=outputs/study
-DEV=../shared/data/squad-v1.1-dev.json
 # shellcheck source=bench/studies/long_document_checks.sh
-source bench/studies/long_document_checks.sh  # stamp, checks
+source "$(dirname "$0")/long_document_checks.sh"  # cd to the repository; Q, PY, S, DEV, stamp, checks
 
 # configs/minilm-31k.yaml at a 30-minute clock: NAME [more --set options]. No mid-run
 # validation and no end calibration, so both arms spend their minutes on the same work.
