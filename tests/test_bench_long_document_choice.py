@@ -7,6 +7,7 @@ import math
 import pytest
 
 from bench.studies.long_document_choice import (
+    confidence_rule,
     f1_of,
     margin_rule,
     mixture_rule,
@@ -14,6 +15,7 @@ from bench.studies.long_document_choice import (
     perfect_f1,
     pooled_rule,
 )
+from qa_finetune.calibration.confidence import TEMPERATURE, Calibration
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.retrieval.retriever import Hit, Passage
 
@@ -73,3 +75,18 @@ def test_f1_and_the_perfect_choice_over_the_first_k_passages() -> None:
     assert f1_of(margin_rule(0.0), [QUESTION], found, read, 2) == 0.0
     assert perfect_f1([QUESTION], read, 1, every=False) == 0.0
     assert perfect_f1([QUESTION], read, 2, every=False) == 100.0
+
+
+def test_the_confidence_rule_picks_the_surest_passage_then_weighs_retrieval() -> None:
+    # A temperature calibration at 1: the confidence is the span's share in its passage.
+    calibration = Calibration(TEMPERATURE, temperature=1.0)
+    readings = [
+        _reading(0, "Lyon", 9.0, 0.0, 0.0, share=0.4),
+        _reading(1, "Paris", 1.0, 0.0, 1.0, share=0.6),
+    ]
+    hits = _hits([0.0, 1.0])
+    assert confidence_rule(calibration, 0.0)(QUESTION, hits, readings) == "Paris"
+    # The logits are log(0.4 / 0.6) = -0.41 and 0.41; with BM25 2 and 1 at w = 1: Lyon
+    # -0.41 + 2 = 1.59 against Paris 0.41 + 1 = 1.41.
+    readings[0] = _reading(0, "Lyon", 9.0, 0.0, 2.0, share=0.4)
+    assert confidence_rule(calibration, 1.0)(QUESTION, hits, readings) == "Lyon"

@@ -19,6 +19,9 @@ BM25 passages are read once, 20 candidate spans each; then, for K passages read:
 - ``nearby w=2 a=A``: the product's rule plus A x the share of the question's terms (as BM25
   cuts them) found within ``NEARBY_WORDS`` words of the span (the sentence that answers a
   SQuAD question usually repeats its words);
+- with ``--calibration FOLDER`` (a ``qa-finetune calibrate --output`` folder, fitted on
+  questions other than these): ``confidence w=W``, each passage's best span by the logit of
+  its calibrated confidence (its passage's no-answer signals and its length) plus W x BM25;
 - ``perfect choice``: the best F1 among the passages' best spans (what any rule choosing a
   passage could reach), and among all their candidates.
 """
@@ -42,10 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from bench.long_documents import long_document_questions, read_best_passages
+from qa_finetune.calibration.confidence import Calibration, answer_features
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.metrics import f1_score, normalize_answer, squad_v1
 from qa_finetune.retrieval.bm25 import TextTokenizer
 from qa_finetune.retrieval.passage_ranking import rank_passages
+from qa_finetune.runs.paths import CALIBRATION_FILE
 
 NEARBY_WORDS = 10
 _WORD = re.compile(r"\w+")
@@ -122,6 +127,20 @@ def nearby_rule(weight: float, nearby: float) -> Rule:
     return choose
 
 
+def confidence_rule(calibration: Any, weight: float) -> Rule:
+    def choose(question: dict, hits: list, readings: list[PassageReading]) -> str:
+        tops = best_spans(readings)
+        rows = [answer_features(r.signals, r.text, False) for r in tops]
+        sure = np.clip(
+            calibration.confidence(rows, [r.passage_score for r in tops]), 1e-9, 1 - 1e-9
+        )
+        logits = np.log(sure) - np.log1p(-sure)
+        scores = [logit + weight * r.retrieval_score for logit, r in zip(logits, tops, strict=True)]
+        return max(zip(scores, tops, strict=True), key=lambda x: (x[0], -x[1].passage))[1].text
+
+    return choose
+
+
 def _logsumexp(values: Sequence[float]) -> float:
     top = max(values)
     return top + math.log(sum(math.exp(v - top) for v in values))
@@ -171,8 +190,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--most", type=int, default=5)
     parser.add_argument("--passage-words", type=int, default=200)
+    parser.add_argument("--calibration", type=Path, help="a `qa-finetune calibrate` folder")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
+    rules = dict(RULES)
+    if args.calibration:
+        values = json.loads((args.calibration / CALIBRATION_FILE).read_text(encoding="utf-8"))
+        calibration = Calibration.from_dict(values, str(args.calibration))
+        for w in (0.0, 0.5, 1.0, 2.0):
+            rules[f"confidence w={w:g}"] = confidence_rule(calibration, w)
     from qa_finetune.inference.answerer import QuestionAnswerer
 
     drawn = long_document_questions(args.data, args.questions + args.choose_on, args.seed)
@@ -189,7 +215,7 @@ def main() -> None:
     print(f"passages of at most {args.passage_words} words, BM25, up to {args.most} read")
     rows = []
     for k in range(1, args.most + 1):
-        for name, rule in [*RULES.items(), ("perfect choice", None), ("perfect, any span", None)]:
+        for name, rule in [*rules.items(), ("perfect choice", None), ("perfect, any span", None)]:
             row: dict[str, Any] = {"passages": k, "rule": name}
             for part, members in sets.items():
                 qs = [drawn[i] for i in members]
