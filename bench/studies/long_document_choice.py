@@ -68,6 +68,8 @@ def best_spans(readings: Sequence[PassageReading]) -> list[PassageReading]:
 
 
 def margin_rule(weight: float) -> Rule:
+    """The product's rule: each passage's best span by its margin + ``weight`` x BM25."""
+
     def choose(question: dict, hits: list, readings: list[PassageReading]) -> str:
         tops = best_spans(readings)
         return max(tops, key=lambda r: (r.rank_score(weight), -r.passage)).text
@@ -76,6 +78,8 @@ def margin_rule(weight: float) -> Rule:
 
 
 def pooled_rule(weight: float, per_passage: int = 5) -> Rule:
+    """The margin rule's scores of one answer text pooled (log-sum-exp) across candidates."""
+
     def choose(question: dict, hits: list, readings: list[PassageReading]) -> str:
         taken: dict[int, int] = defaultdict(int)
         groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
@@ -90,6 +94,8 @@ def pooled_rule(weight: float, per_passage: int = 5) -> Rule:
 
 
 def mixture_rule(beta: float) -> Rule:
+    """p(answer) summed over passages: softmax(``beta`` x BM25) x the span's share there."""
+
     def choose(question: dict, hits: list, readings: list[PassageReading]) -> str:
         bm25 = np.array([h.score for h in hits], dtype=np.float64)
         prior = np.exp(beta * (bm25 - bm25.max()))
@@ -116,6 +122,8 @@ def nearby_share(question: str, passage: str, start: int, end: int) -> float:
 
 
 def nearby_rule(weight: float, nearby: float) -> Rule:
+    """The margin rule plus ``nearby`` x the question's terms around the span (a share)."""
+
     def choose(question: dict, hits: list, readings: list[PassageReading]) -> str:
         def score(r: PassageReading) -> float:
             text = hits[r.passage].passage.text
@@ -128,6 +136,8 @@ def nearby_rule(weight: float, nearby: float) -> Rule:
 
 
 def confidence_rule(calibration: Any, weight: float) -> Rule:
+    """Each passage's best span by its calibrated confidence's logit + ``weight`` x BM25."""
+
     def choose(question: dict, hits: list, readings: list[PassageReading]) -> str:
         tops = best_spans(readings)
         rows = [answer_features(r.signals, r.text, False) for r in tops]
