@@ -47,6 +47,16 @@ def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str,
     return whole_document_questions(records, count / len(everything), seed)
 
 
+def check_and_others(
+    data: Path, questions: int, others: int, seed: int
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """The check's ``questions`` and the next ``others`` of the same seeded draw (other
+    questions of the same articles, to choose or fit on), and the ids of the check's."""
+    drawn = long_document_questions(data, questions + others, seed)
+    check_ids = {q["id"] for q in long_document_questions(data, questions, seed)}
+    return drawn, check_ids
+
+
 RETRIEVERS = ("bm25", "dense", "hybrid")
 
 

@@ -3,11 +3,13 @@ perfect choice of passage, against hand computations."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
+from bench.long_documents import check_and_others, long_document_questions
 from bench.studies.learned_chooser import (
     FEATURES,
     Chooser,
@@ -142,3 +144,32 @@ def test_the_product_and_the_perfect_passage_choice() -> None:
     # No passage holds the answer: the product's answer.
     lost = {**_question("Seine"), "answers": {"text": ["Rhine"], "answer_start": [0]}}
     assert perfect_passage(Question(lost, hits, chosen, rows)) == "The bridge"
+
+
+def test_the_check_is_the_first_questions_of_the_longer_draw(tmp_path) -> None:
+    articles = []
+    for a in range(3):
+        paragraphs = []
+        for p in range(2):
+            context = f"Article {a} paragraph {p} names river{a}x{p} and town{a}x{p}."
+            qas = [
+                {
+                    "id": f"{a}-{p}-{kind}",
+                    "question": f"Which {kind} is in paragraph {p}?",
+                    "answers": [
+                        {"text": f"{kind}{a}x{p}", "answer_start": context.index(f"{kind}{a}x{p}")}
+                    ],
+                }
+                for kind in ("river", "town")
+            ]
+            paragraphs.append({"context": context, "qas": qas})
+        articles.append({"title": f"article {a}", "paragraphs": paragraphs})
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"data": articles}), encoding="utf-8")
+    drawn, check_ids = check_and_others(data, 4, 6, seed=0)
+    assert len(drawn) == 10 and len(check_ids) == 4
+    assert check_ids == {q["id"] for q in long_document_questions(data, 4, 0)}
+    assert check_ids < {q["id"] for q in drawn}
+    for q in drawn:  # asked of the whole article, the answer at its offsets there
+        text, start = q["answers"]["text"][0], q["answers"]["answer_start"][0]
+        assert q["context"][start : start + len(text)] == text and "\n\n" in q["context"]

@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
-from bench.long_documents import long_document_questions, read_best_passages
+from bench.long_documents import check_and_others, read_best_passages
 from bench.studies.long_document_choice import nearby_share
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.decoding.long_context_choice import RETRIEVAL_WEIGHT as PRODUCT_WEIGHT
@@ -253,8 +253,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="keep the reading here, and reuse it")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    drawn = long_document_questions(args.data, args.questions + args.fit_on, args.seed)
-    check_ids = {q["id"] for q in long_document_questions(args.data, args.questions, args.seed)}
+    drawn, check_ids = check_and_others(args.data, args.questions, args.fit_on, args.seed)
     if args.cache and args.cache.exists():
         found, readings = pickle.loads(args.cache.read_bytes())
     else:

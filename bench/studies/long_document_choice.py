@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
-from bench.long_documents import long_document_questions, read_best_passages
+from bench.long_documents import check_and_others, read_best_passages
 from qa_finetune.calibration.confidence import Calibration, answer_features
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.metrics import f1_score, normalize_answer, squad_v1
@@ -211,8 +211,7 @@ def main() -> None:
             rules[f"confidence w={w:g}"] = confidence_rule(calibration, w)
     from qa_finetune.inference.answerer import QuestionAnswerer
 
-    drawn = long_document_questions(args.data, args.questions + args.choose_on, args.seed)
-    check_ids = {q["id"] for q in long_document_questions(args.data, args.questions, args.seed)}
+    drawn, check_ids = check_and_others(args.data, args.questions, args.choose_on, args.seed)
     answerer = QuestionAnswerer.load(args.model)
     found, readings = read_best_passages(
         answerer, drawn, args.most, rank_passages, top_k=20, passage_words=args.passage_words
