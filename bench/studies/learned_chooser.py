@@ -254,8 +254,14 @@ def main() -> None:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     drawn, check_ids = check_and_others(args.data, args.questions, args.fit_on, args.seed)
+    # What the reading depends on: a cache made otherwise is refused, not reused.
+    key = [str(args.data), args.model, args.questions, args.fit_on, args.seed, args.most]
+    key.append(CANDIDATES)
     if args.cache and args.cache.exists():
-        found, readings = pickle.loads(args.cache.read_bytes())
+        cached = pickle.loads(args.cache.read_bytes())
+        if cached["key"] != key:
+            raise SystemExit(f"{args.cache} holds the reading of {cached['key']}, not {key}")
+        found, readings = cached["found"], cached["readings"]
     else:
         from qa_finetune.inference.answerer import QuestionAnswerer
 
@@ -265,7 +271,8 @@ def main() -> None:
         )
         if args.cache:
             args.cache.parent.mkdir(parents=True, exist_ok=True)
-            args.cache.write_bytes(pickle.dumps((found, readings)))
+            cached = {"key": key, "found": found, "readings": readings}
+            args.cache.write_bytes(pickle.dumps(cached))
     # The check's articles in two halves, for the chooser fitted on other articles only.
     check_titles = sorted({q["title"] for q in drawn if q["id"] in check_ids})
     half = {title: i % 2 for i, title in enumerate(check_titles)}
