@@ -137,10 +137,11 @@ def test_recipe_mixed_precision_trains_on_cpu(
         max_train_samples=32,
         max_eval_samples=4,
     )
-    # Two epochs of two batches, cut at three steps.
+    # Two epochs of two batches, cut at three steps; the checkpoint kept to look into.
     base["train"].update(
         epochs=2, mixed_precision="on", max_steps=3, output_dir=str(tmp_path), tensorboard=False
     )
+    base["train"]["keep_checkpoint"] = True
     run = train(Config.from_dict(base))
     env = json.loads((run / "env.json").read_text())
     assert env["precision"] == "mixed_float16"
