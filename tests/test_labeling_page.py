@@ -86,8 +86,10 @@ def _label_by_hand(driver: Any, question: str, answer: str, screenshot: Path | N
     start = DOCUMENT.index(answer)
     driver.find_element(By.ID, "question").send_keys(question)
     drag_select(driver, "doc", DOCUMENT, start, start + len(answer))
-    shown = driver.find_element(By.ID, "selection").text
-    assert shown == f"«{answer}» at character {start}"
+    # The page hears of the selection on its next "selectionchange" event, not at once.
+    wanted = f"«{answer}» at character {start}"
+    _wait(driver, lambda d: d.find_element(By.ID, "selection").text == wanted)
+    assert driver.find_element(By.ID, "selection").text == wanted
     count = len(_questions(driver))
     if screenshot:
         driver.save_screenshot(str(screenshot))

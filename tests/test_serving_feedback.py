@@ -227,7 +227,10 @@ def test_the_page_sends_verdicts_and_a_selected_correction(
         start = PAGE_CONTEXT.index("Alma Stroud")
         drag_select(driver, "highlighted", PAGE_CONTEXT, start, start + len("Alma Stroud"))
         button = driver.find_element(By.ID, "fb-selection")
-        assert button.text == "✎ the right answer is «Alma Stroud»"
+        # The page hears of the selection on its next "selectionchange" event, not at once.
+        wanted = "✎ the right answer is «Alma Stroud»"
+        WebDriverWait(driver, 10).until(lambda _: button.text == wanted, "no selection heard")
+        assert button.text == wanted
         driver.save_screenshot(str(tmp_path / "feedback-controls.png"))
         button.click()
         wait.until(lambda _: len(_feedback_lines(path)) == 2)
