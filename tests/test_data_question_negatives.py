@@ -167,3 +167,21 @@ def test_bad_negative_settings_name_the_key(values: dict, message: str) -> None:
         Config.from_dict({"data": values})
     assert "data.question_negatives" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_made_id_the_data_already_holds_gets_a_quote_until_it_is_new(
+    records: list[dict],
+) -> None:
+    from qa_finetune.data.records import unused_id
+
+    taken = {"q", "q#x", "q#x'"}
+    assert unused_id("q#x", taken) == "q#x''" and "q#x''" in taken
+    assert unused_id("r#x", taken) == "r#x"
+    # The data already holds, for each question, a record with its negative's id.
+    originals = {r["id"] for r in records}
+    clashing = [*records, *({**r, "id": r["id"] + SUFFIX} for r in records)]
+    made = [n["id"] for n in question_negatives(clashing, 1.0, 0)[0]]
+    from_originals = [i for i in made if i.removesuffix("'").removesuffix(SUFFIX) in originals]
+    assert from_originals and all(i.endswith(SUFFIX + "'") for i in from_originals)
+    ids = [r["id"] for r in clashing] + made
+    assert len(ids) == len(set(ids))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.data.records import DataError
+from qa_finetune.data.records import DataError, unused_id
 
 SUFFIX = "#negative"
 # The setting that asks for negatives, named in the error when none can be made.
@@ -79,10 +79,7 @@ def _negatives(
         if passage is None:
             report.no_clean_passage += 1
             continue
-        new_id = columns["id"][i] + SUFFIX
-        while new_id in taken:  # an id of the data itself already ends so
-            new_id += "'"
-        taken.add(new_id)
+        new_id = unused_id(columns["id"][i] + SUFFIX, taken)
         report.made += 1
         yield {
             "id": new_id,

@@ -28,6 +28,18 @@ class DataError(QAFinetuneError):
     """The data cannot be read or has no usable examples."""
 
 
+def unused_id(base: str, taken: set[str]) -> str:
+    """``base``, with ``'`` appended until ``taken`` does not hold it; added to ``taken``.
+
+    A question made from another (a negative, a swap, a whole document) takes its source's id
+    and a suffix, and the data itself may already hold that id."""
+    new_id = base
+    while new_id in taken:
+        new_id += "'"
+    taken.add(new_id)
+    return new_id
+
+
 def _is_nested_squad(payload: Any) -> bool:
     return (
         isinstance(payload, Mapping)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from qa_finetune.data.question_negatives import question_columns
-from qa_finetune.data.records import DataError
+from qa_finetune.data.records import DataError, unused_id
 
 SUFFIX = "#swap"
 # The draws come from a stream of their own, apart from the other seeded choices of a run.
@@ -106,10 +106,7 @@ def _swaps(
         if substitute is None:
             report.no_substitute += 1
             continue
-        new_id = columns["id"][i] + SUFFIX
-        while new_id in taken:  # an id of the data itself already ends so
-            new_id += "'"
-        taken.add(new_id)
+        new_id = unused_id(columns["id"][i] + SUFFIX, taken)
         report.made += 1
         yield {
             "id": new_id,

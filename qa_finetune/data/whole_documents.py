@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from qa_finetune.data.records import DataError
+from qa_finetune.data.records import DataError, unused_id
 
 SUFFIX = "#document"
 SEPARATOR = "\n\n"
@@ -65,10 +65,7 @@ def whole_document_questions(
     for i in chosen:
         record = records[i]
         document = documents[record["title"]]
-        new_id = f"{record['id']}{SUFFIX}"
-        while new_id in taken:  # an id of the data itself already ends so
-            new_id += "'"
-        taken.add(new_id)
+        new_id = unused_id(f"{record['id']}{SUFFIX}", taken)
         asked.append(_asked_of(record, document, new_id))
     return asked
 
