@@ -169,6 +169,35 @@ def read_best_passages(
     return found, readings
 
 
+def read_or_reuse(
+    model: str,
+    questions: list[dict[str, Any]],
+    most: int,
+    top_k: int,
+    cache: Path | None,
+    key: list[Any],
+) -> tuple[list[list[Any]], list[list[Any]]]:
+    """``read_best_passages`` (BM25, ``most`` passages, ``top_k`` candidates each) by
+    ``model``, kept in ``cache`` and read back from it when it was made for the same ``key``
+    (what the questions were drawn with) and reading; a cache made otherwise is refused."""
+    import pickle
+
+    key = [*key, most, top_k]
+    if cache is not None and cache.exists():
+        cached = pickle.loads(cache.read_bytes())
+        if cached["key"] != key:
+            raise SystemExit(f"{cache} holds the reading of {cached['key']}, not {key}")
+        return cached["found"], cached["readings"]
+    from qa_finetune.inference.answerer import QuestionAnswerer
+
+    answerer = QuestionAnswerer.load(model)
+    found, readings = read_best_passages(answerer, questions, most, rank_passages, top_k=top_k)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes(pickle.dumps({"key": key, "found": found, "readings": readings}))
+    return found, readings
+
+
 def passages_grid(
     answerer: Any, questions: list[dict[str, Any]], way: str, encoder: Any = None
 ) -> list[dict]:

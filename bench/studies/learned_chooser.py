@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import pickle
 import sys
 from collections import defaultdict
 from collections.abc import Callable
@@ -41,13 +40,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
-from bench.long_documents import check_and_others, read_best_passages
+from bench.long_documents import check_and_others, read_or_reuse
 from bench.studies.long_document_choice import nearby_share
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.decoding.long_context_choice import RETRIEVAL_WEIGHT as PRODUCT_WEIGHT
 from qa_finetune.metrics import f1_score, normalize_answer, squad_v1
 from qa_finetune.retrieval.bm25 import TextTokenizer
-from qa_finetune.retrieval.passage_ranking import rank_passages
 
 CANDIDATES = 10  # candidate spans a passage offers the chooser
 _TERMS = TextTokenizer()
@@ -254,25 +252,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     drawn, check_ids = check_and_others(args.data, args.questions, args.fit_on, args.seed)
-    # What the reading depends on: a cache made otherwise is refused, not reused.
-    key = [str(args.data), args.model, args.questions, args.fit_on, args.seed, args.most]
-    key.append(CANDIDATES)
-    if args.cache and args.cache.exists():
-        cached = pickle.loads(args.cache.read_bytes())
-        if cached["key"] != key:
-            raise SystemExit(f"{args.cache} holds the reading of {cached['key']}, not {key}")
-        found, readings = cached["found"], cached["readings"]
-    else:
-        from qa_finetune.inference.answerer import QuestionAnswerer
-
-        answerer = QuestionAnswerer.load(args.model)
-        found, readings = read_best_passages(
-            answerer, drawn, args.most, rank_passages, top_k=CANDIDATES
-        )
-        if args.cache:
-            args.cache.parent.mkdir(parents=True, exist_ok=True)
-            cached = {"key": key, "found": found, "readings": readings}
-            args.cache.write_bytes(pickle.dumps(cached))
+    key = [str(args.data), args.model, args.questions, args.fit_on, args.seed]
+    found, readings = read_or_reuse(args.model, drawn, args.most, CANDIDATES, args.cache, key)
     # The check's articles in two halves, for the chooser fitted on other articles only.
     check_titles = sorted({q["title"] for q in drawn if q["id"] in check_ids})
     half = {title: i % 2 for i, title in enumerate(check_titles)}
