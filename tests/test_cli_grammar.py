@@ -174,7 +174,11 @@ def test_ask_answers_from_the_text_of_an_html_page(tiny_model_dir: Path, tmp_pat
 @pytest.mark.parametrize(
     ("data", "line"),
     [
-        (b"", "error: cannot use --context-file {path}: empty"),
+        (
+            b"",
+            "error: cannot use --context-file {path}: empty: the file holds nothing; pass the "
+            "file with the text",
+        ),
         (
             b"<html><body><script>x()</script></body></html>",
             "error: cannot use --context-file {path}: no text in the HTML",
@@ -187,6 +191,18 @@ def test_an_html_file_without_text_is_one_line(tmp_path: Path, data: bytes, line
     result = runner.invoke(app, ["ask", QUESTION, "--context-file", str(page), "-m", "none"])
     assert result.exit_code == 1
     assert result.stderr.strip() == line.format(path=page)
+
+
+def test_a_damaged_pdf_is_one_line_with_its_fix(tmp_path: Path) -> None:
+    pytest.importorskip("pypdf")
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4 garbage")
+    result = runner.invoke(app, ["ask", QUESTION, "--context-file", str(pdf), "-m", "none"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"error: cannot use --context-file {pdf}: unreadable PDF (PdfStreamError): damaged, or "
+        "not a PDF; export it again, or pass its text as a .txt file"
+    )
 
 
 def test_an_answer_across_paragraphs_shows_the_break() -> None:

@@ -61,6 +61,14 @@ def read_context(context: str | None, context_file: Path | None) -> str:
     )
 
 
+# What to do about a context file that ``index`` would skip for a reason naming no fix of
+# its own (the others, an encrypted or scanned PDF, say, carry theirs).
+_FIXES = {
+    "empty": ": the file holds nothing; pass the file with the text",
+    "unreadable PDF": ": damaged, or not a PDF; export it again, or pass its text as a .txt file",
+}
+
+
 def _document_text(path: Path) -> str | None:
     """The text of an HTML, Markdown or PDF file as ``index`` extracts it (None for any other
     file, read exactly as it is): a question about a web page is asked of its words, not its
@@ -80,4 +88,5 @@ def _document_text(path: Path) -> str | None:
     try:
         return extract_text(read_file_bytes(path), path.suffix, path)
     except SkippedDocument as exc:
-        raise QAFinetuneError(f"cannot use --context-file {exc.path}: {exc.reason}") from None
+        reason = exc.reason + _FIXES.get(exc.reason.split(" (")[0], "")
+        raise QAFinetuneError(f"cannot use --context-file {exc.path}: {reason}") from None
