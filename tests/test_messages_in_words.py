@@ -41,6 +41,31 @@ def test_evaluate_says_what_was_dropped_without_python_syntax(
     )
 
 
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        (
+            '{"data": []}',
+            "(the data holds no questions at all); add questions, or check the file given",
+        ),
+        (
+            '{"data": [{"title": "t", "paragraphs": [{"context": "Paris is in France.", "qas": '
+            '[{"id": "a", "question": "Where?", "answers": '
+            '[{"text": "Spain", "answer_start": 0}]}]}]}]}',
+            "(dropped: 1 answer not found in context); check the file",
+        ),
+    ],
+)
+def test_evaluate_says_why_nothing_can_be_scored_and_only_the_fix_that_applies(
+    tmp_path: Path, tiny_model_dir: Path, payload: str, why: str
+) -> None:
+    data = tmp_path / "d.json"
+    data.write_text(payload, encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", "--model", str(tiny_model_dir), "--data", str(data)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == f"error: {data}: no usable examples {why}"
+
+
 def test_a_misspelt_model_folder_names_the_one_beside_it(tmp_path: Path) -> None:
     (tmp_path / "minilm-31k").mkdir()
     with pytest.raises(ModelReferenceError) as caught:

@@ -105,10 +105,7 @@ def load_examples(
     if max_samples is not None:
         kept = kept[:max_samples]
     if not kept:
-        raise DataError(
-            f"{source}: no usable examples (dropped: {report.drops_in_words()}); "
-            "check the file, or pass --allow-no-answer for data without answers"
-        )
+        raise DataError(f"{source}: no usable examples {_why_none_kept(report)}")
     originals = kept
     negatives = None
     if question_negatives > 0:
@@ -120,6 +117,17 @@ def load_examples(
     if long_contexts > 0:
         kept, source, asked = _with_long_contexts(originals, kept, long_contexts, seed, source)
     return EvalExamples(kept, source, report, negatives, asked, sha256, public_source(source, data))
+
+
+def _why_none_kept(report: SplitReport) -> str:
+    """Why no question of the data can be scored (in parentheses), and the fix."""
+    if not report.examples_read:
+        return "(the data holds no questions at all); add questions, or check the file given"
+    fixes = ["check the file"]
+    # Dropped for having no answer: evaluating them is what --allow-no-answer is for.
+    if any(reason.startswith("no answer") for reason in report.drop_reasons):
+        fixes.append("pass --allow-no-answer for data without answers")
+    return f"(dropped: {report.drops_in_words()}); {', or '.join(fixes)}"
 
 
 def _with_long_contexts(
