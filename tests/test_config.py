@@ -190,3 +190,19 @@ def test_the_notice_is_one_line_on_stderr_from_the_cli(tmp_path: Path) -> None:
         f"note: config file {path}: 'data.version_2_with_negative' is now 'data.allow_no_answer'"
     )
     assert error.startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    ("values", "start"),
+    [
+        ({"train": {"epoch": 1}}, "unknown config key 'train.epoch' (did you mean train.epochs? "),
+        ({"trian": {"epochs": 1}}, "unknown config section 'trian' (did you mean train? known: "),
+        ({"train": {"zzz": 1}}, "unknown config key 'train.zzz' (known in train: epochs, "),
+    ],
+)
+def test_a_misspelt_key_or_section_names_the_one_meant(values: dict, start: str) -> None:
+    from qa_finetune.config import apply_overrides
+
+    with pytest.raises(ConfigError) as caught:
+        apply_overrides(Config(), values)
+    assert str(caught.value).startswith(start)

@@ -7,6 +7,7 @@ value fails where it is set with the key's name in the message.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -95,7 +96,8 @@ def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
     for section_name, section_values in current_names(values).items():
         if section_name not in _SECTION_TYPES:
             known = ", ".join(_SECTION_TYPES)
-            raise ConfigError(f"unknown config section '{section_name}' (known: {known})")
+            guess = _did_you_mean(section_name, _SECTION_TYPES)
+            raise ConfigError(f"unknown config section '{section_name}' ({guess}known: {known})")
         if section_values is None:
             continue
         if not isinstance(section_values, Mapping):
@@ -109,12 +111,20 @@ def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
             full_key = f"{section_name}.{key}"
             if key not in hints:
                 known = ", ".join(hints)
+                guess = _did_you_mean(key, hints, f"{section_name}.")
                 raise ConfigError(
-                    f"unknown config key '{full_key}' (known in {section_name}: {known})"
+                    f"unknown config key '{full_key}' ({guess}known in {section_name}: {known})"
                 )
             changes[key] = coerce_value(as_written(full_key, value), hints[key], full_key)
         sections[section_name] = dataclasses.replace(getattr(config, section_name), **changes)
     return dataclasses.replace(config, **sections)
+
+
+def _did_you_mean(name: str, known: typing.Iterable[str], prefix: str = "") -> str:
+    """The words "did you mean X? " for the known name closest to a misspelt ``name``, or
+    nothing when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f"did you mean {prefix}{close[0]}? " if close else ""
 
 
 def load_config(path: str | Path | None = None) -> Config:
