@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from itertools import groupby
 
 # Hugging Face access tokens ("hf_" and at least 8 letters or digits), whatever their source.
@@ -47,3 +48,12 @@ def scrub_secrets(text: str, *secrets: str | None) -> str:
         if secret and secret.strip():
             text = _mask_pieces(text, secret.strip())
     return " ".join(_HF_TOKEN.sub("***", text).split())
+
+
+def closest_name(name: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` that a misspelt ``name`` most likely meant; None when none is
+    close (what a "did you mean ...?" names)."""
+    import difflib  # only on the way to an error message
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return close[0] if close else None

@@ -7,7 +7,6 @@ value fails where it is set with the key's name in the message.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from qa_finetune.config.values import (
     set_options,
 )
 from qa_finetune.config.values import parse_set_option as parse_set_option  # re-exported
+from qa_finetune.errors import closest_name
 
 # The sections are importable from here, where every caller has always found them.
 __all__ = [
@@ -123,8 +123,8 @@ def apply_overrides(config: Config, values: Mapping[str, Any]) -> Config:
 def _did_you_mean(name: str, known: typing.Iterable[str], prefix: str = "") -> str:
     """The words "did you mean X? " for the known name closest to a misspelt ``name``, or
     nothing when none is close."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
-    return f"did you mean {prefix}{close[0]}? " if close else ""
+    close = closest_name(name, known)
+    return f"did you mean {prefix}{close}? " if close else ""
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from qa_finetune.config.hub_ids import is_hub_id
-from qa_finetune.errors import QAFinetuneError
+from qa_finetune.errors import QAFinetuneError, closest_name
 from qa_finetune.modeling.families import HUB_PATTERNS, TOKENIZER_FILES, suggested
 from qa_finetune.runs.paths import RunPaths
 
@@ -94,15 +94,13 @@ def resolve_model_dir(reference: str, revision: str | None = None) -> Path:
 
 def _hint(path: Path) -> str:
     """The folder beside ``path`` it was most likely meant to name, or what to pass."""
-    import difflib
-
     try:
         beside = [entry.name for entry in path.parent.iterdir() if entry.is_dir()]
     except OSError:
         beside = []
-    close = difflib.get_close_matches(path.name, beside, n=1, cutoff=0.75)
+    close = closest_name(path.name, beside)
     if close:
-        return f"did you mean {path.parent / close[0]}?"
+        return f"did you mean {path.parent / close}?"
     return "pass a run or export folder such as outputs/demo, or train one with `qa-finetune train`"
 
 
