@@ -31,7 +31,7 @@ from bench._machine import machine_line
 from qa_finetune.config import DataConfig
 from qa_finetune.data.records import read_records
 from qa_finetune.data.validation import SplitReport, validate_records
-from qa_finetune.data.whole_documents import whole_document_questions
+from qa_finetune.data.whole_documents import eligible_questions, whole_document_questions
 from qa_finetune.metrics import squad_v1
 from qa_finetune.retrieval.long_contexts import DEFAULT_THRESHOLD_WORDS, LongContexts
 from qa_finetune.retrieval.passage_ranking import EncodedRanking, rank_passages
@@ -42,9 +42,7 @@ CHUNK = 25  # questions answered per call, so progress shows on a slow machine
 
 def long_document_questions(data: Path, count: int, seed: int) -> list[dict[str, Any]]:
     """``count`` questions of ``data`` (seeded), each asked of its whole article."""
-    records = validate_records(read_records(data, DataConfig()), False, SplitReport())
-    everything = whole_document_questions(records, 1.0, seed)
-    return whole_document_questions(records, count / len(everything), seed)
+    return _drawn(_records(data), count, seed)
 
 
 def check_and_others(
@@ -52,9 +50,19 @@ def check_and_others(
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """The check's ``questions`` and the next ``others`` of the same seeded draw (other
     questions of the same articles, to choose or fit on), and the ids of the check's."""
-    drawn = long_document_questions(data, questions + others, seed)
-    check_ids = {q["id"] for q in long_document_questions(data, questions, seed)}
-    return drawn, check_ids
+    records = _records(data)  # read and checked once for both draws
+    drawn = _drawn(records, questions + others, seed)
+    return drawn, {q["id"] for q in _drawn(records, questions, seed)}
+
+
+def _records(data: Path) -> list[dict[str, Any]]:
+    return validate_records(read_records(data, DataConfig()), False, SplitReport())
+
+
+def _drawn(records: list[dict[str, Any]], count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` of the questions that can be asked of their whole article, seeded: the
+    same ``count`` questions for the same seed, whatever else is drawn."""
+    return whole_document_questions(records, count / len(eligible_questions(records)), seed)
 
 
 RETRIEVERS = ("bm25", "dense", "hybrid")

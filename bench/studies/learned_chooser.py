@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from bench.long_documents import check_and_others, read_or_reuse
-from bench.studies.long_document_choice import nearby_share
+from bench.studies.long_document_choice import best_f1, nearby_share
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.decoding.long_context_choice import RETRIEVAL_WEIGHT as PRODUCT_WEIGHT
-from qa_finetune.metrics import f1_score, normalize_answer, squad_v1
+from qa_finetune.metrics import normalize_answer, squad_v1
 from qa_finetune.retrieval.bm25 import TextTokenizer
 
 CANDIDATES = 10  # candidate spans a passage offers the chooser
@@ -153,11 +153,6 @@ class Chooser:
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """Each candidate's score (higher is better)."""
         return ((rows - self.mean) / self.scale) @ self.weights
-
-
-def best_f1(text: str, question: dict[str, Any]) -> float:
-    """``text``'s best F1 against the question's gold answers."""
-    return max(f1_score(text, gold) for gold in question["answers"]["text"])
 
 
 def training_target(question: dict, chosen: list[PassageReading]) -> np.ndarray | None:

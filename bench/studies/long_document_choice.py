@@ -156,7 +156,8 @@ def _logsumexp(values: Sequence[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def _best_f1(text: str, question: dict[str, Any]) -> float:
+def best_f1(text: str, question: dict[str, Any]) -> float:
+    """``text``'s best F1 against the question's gold answers."""
     return max(f1_score(text, gold) for gold in question["answers"]["text"])
 
 
@@ -179,7 +180,7 @@ def perfect_f1(questions: list[dict], readings: list[list], k: int, every: bool)
     for q, read in zip(questions, readings, strict=True):
         usable = [r for r in read if r.passage < k and np.isfinite(r.span_score) and r.text]
         pool = usable if every else best_spans(usable)
-        total += max((_best_f1(r.text, q) for r in pool), default=0.0)
+        total += max((best_f1(r.text, q) for r in pool), default=0.0)
     return round(100 * total / max(len(questions), 1), 2)
 
 

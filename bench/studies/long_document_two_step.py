@@ -71,20 +71,25 @@ def main() -> None:
     drawn, check_ids = check_and_others(args.data, args.questions, args.choose_on, args.seed)
     key = [str(args.data), args.model, args.questions, args.choose_on, args.seed]
     found, readings = read_or_reuse(args.model, drawn, args.most, CANDIDATES, args.cache, key)
+    # Each question's answer with all its passages read: what every margin is compared with.
+    reading_all = [
+        two_step_answer(hits, reading, args.passages, None)[0]
+        for hits, reading in zip(found, readings, strict=True)
+    ]
     print(machine_line())
     rows = []
     for margin in (None, *MARGINS):
         row: dict[str, Any] = {"margin": margin}
         for part in ("choose-on", "check"):
             predictions, gold, read, same = {}, {}, [], []
-            for q, hits, reading in zip(drawn, found, readings, strict=True):
+            for q, hits, reading, all_read in zip(drawn, found, readings, reading_all, strict=True):
                 if (q["id"] in check_ids) != (part == "check"):
                     continue
                 answer, count = two_step_answer(hits, reading, args.passages, margin)
                 predictions[q["id"]] = answer
                 gold[q["id"]] = list(q["answers"]["text"])
                 read.append(count)
-                same.append(answer == two_step_answer(hits, reading, args.passages, None)[0])
+                same.append(answer == all_read)
             row[f"F1, {part}"] = round(squad_v1(predictions, gold)["f1"], 2)
             row[f"passages read, {part}"] = round(float(np.mean(read)), 2)
             row[f"answers as reading all, {part} %"] = round(100 * float(np.mean(same)), 2)
