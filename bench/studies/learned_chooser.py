@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench._machine import machine_line
 from bench.long_documents import check_and_others, read_or_reuse
-from bench.studies.long_document_choice import best_f1, nearby_share
+from bench.studies.long_document_choice import best_f1, logsumexp, nearby_share
 from qa_finetune.decoding.across_passages import PassageReading
 from qa_finetune.decoding.long_context_choice import RETRIEVAL_WEIGHT as PRODUCT_WEIGHT
 from qa_finetune.metrics import normalize_answer, squad_v1
@@ -92,9 +92,7 @@ def candidate_rows(
     for r in chosen:
         margin = r.span_score - r.null_score
         same = by_answer[normalize_answer(r.text)]
-        margins = [s.span_score - s.null_score for s in same]
-        top = max(margins)
-        pooled = top + math.log(sum(math.exp(m - top) for m in margins))
+        pooled = logsumexp([s.span_score - s.null_score for s in same])
         answer_terms = _terms(r.text)
         text = hits[r.passage].passage.text
         rows.append(

@@ -87,7 +87,7 @@ def pooled_rule(weight: float, per_passage: int = 5) -> Rule:
             if taken[r.passage] < per_passage:
                 taken[r.passage] += 1
                 groups[normalize_answer(r.text)].append((r.rank_score(weight), r.text))
-        best = max(groups.values(), key=lambda g: _logsumexp([s for s, _ in g]))
+        best = max(groups.values(), key=lambda g: logsumexp([s for s, _ in g]))
         return max(best)[1]
 
     return choose
@@ -151,7 +151,8 @@ def confidence_rule(calibration: Any, weight: float) -> Rule:
     return choose
 
 
-def _logsumexp(values: Sequence[float]) -> float:
+def logsumexp(values: Sequence[float]) -> float:
+    """log(sum(exp(values))), without overflow."""
     top = max(values)
     return top + math.log(sum(math.exp(v - top) for v in values))
 
