@@ -16,6 +16,10 @@ from qa_finetune.files import surrogate_problem
 REPAIR_WINDOW_CHARS = 64
 
 
+# Why a question without an answer is dropped (``evaluate`` offers its own flag for it).
+NO_ANSWER_DROP = "no answer (set data.allow_no_answer to keep)"
+
+
 @dataclass
 class SplitReport:
     """What validation did to one split."""
@@ -154,7 +158,7 @@ def iter_validated(
                 report.drop(example_id, "answer not found in context")
                 continue
             if not allow_no_answer:
-                report.drop(example_id, "no answer (set data.allow_no_answer to keep)")
+                report.drop(example_id, NO_ANSWER_DROP)
                 continue
             report.unanswerable += 1
         report.answers_repaired += int(repaired)

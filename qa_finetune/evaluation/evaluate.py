@@ -17,7 +17,7 @@ from typing import Any
 
 from qa_finetune.config import DataConfig
 from qa_finetune.data.records import DataError, read_records
-from qa_finetune.data.validation import SplitReport, validate_records
+from qa_finetune.data.validation import NO_ANSWER_DROP, SplitReport, validate_records
 from qa_finetune.evaluation.confidence_report import report_confidence
 from qa_finetune.evaluation.prediction_files import (
     EvaluationError,
@@ -125,7 +125,7 @@ def _why_none_kept(report: SplitReport) -> str:
         return "(the data holds no questions at all); add questions, or check the file given"
     fixes = ["check the file"]
     # Dropped for having no answer: evaluating them is what --allow-no-answer is for.
-    if any(reason.startswith("no answer") for reason in report.drop_reasons):
+    if NO_ANSWER_DROP in report.drop_reasons:
         fixes.append("pass --allow-no-answer for data without answers")
     return f"(dropped: {report.drops_in_words()}); {', or '.join(fixes)}"
 
