@@ -7,7 +7,7 @@ import io
 import sys
 from pathlib import Path
 
-from qa_finetune.documents.problems import SkippedDocument
+from qa_finetune.documents.problems import EMPTY, UNREADABLE_PDF, SkippedDocument
 from qa_finetune.errors import QAFinetuneError
 
 
@@ -64,8 +64,8 @@ def read_context(context: str | None, context_file: Path | None) -> str:
 # What to do about a context file that ``index`` would skip for a reason naming no fix of
 # its own (the others, an encrypted or scanned PDF, say, carry theirs).
 _FIXES = {
-    "empty": ": the file holds nothing; pass the file with the text",
-    "unreadable PDF": ": damaged, or not a PDF; export it again, or pass its text as a .txt file",
+    EMPTY: ": the file holds nothing; pass the file with the text",
+    UNREADABLE_PDF: ": damaged, or not a PDF; export it again, or pass its text as a .txt file",
 }
 
 
@@ -88,5 +88,6 @@ def _document_text(path: Path) -> str | None:
     try:
         return extract_text(read_file_bytes(path), path.suffix, path)
     except SkippedDocument as exc:
-        reason = exc.reason + _FIXES.get(exc.reason.split(" (")[0], "")
+        fix = next((fix for start, fix in _FIXES.items() if exc.reason.startswith(start)), "")
+        reason = exc.reason + fix
         raise QAFinetuneError(f"cannot use --context-file {exc.path}: {reason}") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from qa_finetune.documents.problems import DocumentReadError, SkippedDocument
+from qa_finetune.documents.problems import UNREADABLE_PDF, DocumentReadError, SkippedDocument
 from qa_finetune.libraries.extras import install_command
 
 ENCRYPTED = "encrypted PDF (decrypt it first)"
@@ -39,11 +39,11 @@ def _read(pypdf: ModuleType, data: bytes, path: Path) -> str:
         raise
     except pypdf.errors.DependencyError as exc:
         # AES encryption without the cryptography package: pypdf's message names it.
-        raise SkippedDocument(path, f"unreadable PDF ({exc})") from None
+        raise SkippedDocument(path, f"{UNREADABLE_PDF} ({exc})") from None
     except Exception as exc:
         # A damaged PDF raises whatever the object pypdf tripped on does (PdfReadError,
         # ValueError, KeyError, RecursionError...): one file, one reason, the others go on.
-        raise SkippedDocument(path, f"unreadable PDF ({type(exc).__name__})") from None
+        raise SkippedDocument(path, f"{UNREADABLE_PDF} ({type(exc).__name__})") from None
     text = "\n\n".join(pages)
     if not text.strip():
         raise SkippedDocument(path, NO_TEXT)

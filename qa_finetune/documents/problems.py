@@ -14,6 +14,11 @@ class DocumentReadError(QAFinetuneError):
     documents, nothing readable left."""
 
 
+# Reasons a file is skipped that ``ask --context-file`` adds its own fix to.
+EMPTY = "empty"
+UNREADABLE_PDF = "unreadable PDF"  # then the parser's error in parentheses
+
+
 class SkippedDocument(QAFinetuneError):
     """One file that cannot be read; the command goes on without it and reports it."""
 

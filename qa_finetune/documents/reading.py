@@ -16,7 +16,7 @@ from pathlib import Path
 from qa_finetune.documents.html_text import html_to_text
 from qa_finetune.documents.markdown_text import markdown_to_text
 from qa_finetune.documents.pdf_text import pdf_to_text
-from qa_finetune.documents.problems import DocumentReadError, SkippedDocument
+from qa_finetune.documents.problems import EMPTY, DocumentReadError, SkippedDocument
 from qa_finetune.files import BOM, file_kind, first_bad_byte
 
 __all__ = [
@@ -94,7 +94,7 @@ def extract_text(data: bytes, suffix: str, path: Path) -> str:
     holds ``data``; ``path`` only names it in a ``SkippedDocument``."""
     suffix = suffix.lower()
     if not data:
-        raise SkippedDocument(path, "empty")
+        raise SkippedDocument(path, EMPTY)
     if suffix == ".pdf":
         return pdf_to_text(data, path)
     if suffix not in TEXT_SUFFIXES + HTML_SUFFIXES:
@@ -126,7 +126,7 @@ def _decoded(data: bytes, path: Path) -> str:
         where = first_bad_byte(data, exc)
         raise SkippedDocument(path, f"not UTF-8 text ({where}; save it as UTF-8)") from None
     if not text:
-        raise SkippedDocument(path, "empty")
+        raise SkippedDocument(path, EMPTY)
     if not text.strip():
         raise SkippedDocument(path, "empty (whitespace only)")
     return text
